@@ -1,0 +1,166 @@
+/**
+ * Typed configuration, read from the environment once at boot and frozen.
+ * Every invalid variable is reported in one error so an operator fixes them in one go.
+ * Units are in the names (…_MS, …_SECONDS).
+ */
+export interface Config {
+  readonly nodeEnv: string;
+  readonly port: number;
+  readonly metricsPort: number;
+  readonly databaseUrl: string;
+  readonly dbPoolMax: number;
+  readonly amqpUrl: string;
+  /** Prefix for every exchange and queue name, so test files and stacks can share a broker. */
+  readonly amqpPrefix: string;
+  readonly s3: {
+    readonly endpoint: string;
+    readonly publicEndpoint: string;
+    readonly bucket: string;
+    readonly region: string;
+    readonly accessKeyId: string;
+    readonly secretAccessKey: string;
+  };
+  readonly workerQueues: readonly string[];
+  readonly workerConcurrency: number;
+  readonly enableTestTools: boolean;
+  readonly rateLimitPerMinute: number;
+  readonly logLevel: string;
+  readonly leaseTtlMs: number;
+  readonly presignTtlSeconds: number;
+  readonly shutdownTimeoutMs: number;
+  readonly settingsCacheTtlMs: number;
+  readonly outboxSweepIntervalMs: number;
+  readonly outboxGraceMs: number;
+  readonly providers: {
+    readonly replicateApiToken: string | undefined;
+    readonly openaiApiKey: string | undefined;
+    readonly falKey: string | undefined;
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULTS = {
+  PORT: 8080,
+  METRICS_PORT: 9464,
+  DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/tes',
+  AMQP_URL: 'amqp://guest:guest@127.0.0.1:5672',
+  S3_ENDPOINT: 'http://127.0.0.1:4568',
+  S3_BUCKET: 'tes-artifacts',
+  S3_REGION: 'us-east-1',
+  // the embedded development server's fixed credentials; set real ones in production
+  S3_ACCESS_KEY_ID: 'S3RVER',
+  S3_SECRET_ACCESS_KEY: 'S3RVER',
+  WORKER_QUEUES: 'image,audio,video,test',
+} as const;
+
+export type Env = Record<string, string | undefined>;
+
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+
+  const str = (name: string, fallback?: string): string => {
+    const v = env[name];
+    if (v === undefined || v === '') {
+      if (fallback === undefined) {
+        problems.push(`${name} is required`);
+        return '';
+      }
+      return fallback;
+    }
+    return v;
+  };
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (!/^\d+$/.test(raw)) {
+      problems.push(`${name} must be a whole number, got "${raw}"`);
+      return fallback;
+    }
+    const n = Number(raw);
+    if (n < min || n > max) problems.push(`${name} must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+  const bool = (name: string, fallback: boolean): boolean => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    if (['1', 'true', 'yes'].includes(raw.toLowerCase())) return true;
+    if (['0', 'false', 'no'].includes(raw.toLowerCase())) return false;
+    problems.push(`${name} must be 1/0 or true/false, got "${raw}"`);
+    return fallback;
+  };
+  const url = (name: string, fallback: string, protocols: string[]): string => {
+    const v = str(name, fallback);
+    try {
+      const u = new URL(v);
+      if (!protocols.includes(u.protocol)) problems.push(`${name} must use ${protocols.join(' or ')}, got ${u.protocol}`);
+    } catch {
+      problems.push(`${name} is not a URL`);
+    }
+    return v;
+  };
+
+  const logLevel = str('LOG_LEVEL', 'info');
+  if (!['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'].includes(logLevel)) {
+    problems.push(`LOG_LEVEL must be one of error, warn, info, debug; got "${logLevel}"`);
+  }
+  const s3Endpoint = url('S3_ENDPOINT', DEFAULTS.S3_ENDPOINT, ['http:', 'https:']);
+  const workerQueues = str('WORKER_QUEUES', DEFAULTS.WORKER_QUEUES)
+    .split(',')
+    .map((q) => q.trim())
+    .filter(Boolean);
+  for (const q of workerQueues) {
+    if (!/^[a-z][a-z0-9-]*$/.test(q)) problems.push(`WORKER_QUEUES has an invalid category "${q}"`);
+  }
+  const amqpPrefix = str('AMQP_PREFIX', '');
+  if (amqpPrefix && !/^[a-z0-9_.-]+$/i.test(amqpPrefix)) problems.push('AMQP_PREFIX may hold letters, digits, . _ - only');
+
+  const config: Config = {
+    nodeEnv: str('NODE_ENV', 'development'),
+    port: int('PORT', DEFAULTS.PORT, 0, 65535),
+    metricsPort: int('METRICS_PORT', DEFAULTS.METRICS_PORT, 0, 65535),
+    databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
+    dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
+    amqpUrl: url('AMQP_URL', DEFAULTS.AMQP_URL, ['amqp:', 'amqps:']),
+    amqpPrefix,
+    s3: {
+      endpoint: s3Endpoint,
+      publicEndpoint: url('S3_PUBLIC_ENDPOINT', s3Endpoint, ['http:', 'https:']),
+      bucket: str('S3_BUCKET', DEFAULTS.S3_BUCKET),
+      region: str('S3_REGION', DEFAULTS.S3_REGION),
+      accessKeyId: str('S3_ACCESS_KEY_ID', DEFAULTS.S3_ACCESS_KEY_ID),
+      secretAccessKey: str('S3_SECRET_ACCESS_KEY', DEFAULTS.S3_SECRET_ACCESS_KEY),
+    },
+    workerQueues,
+    workerConcurrency: int('WORKER_CONCURRENCY', 4, 1, 256),
+    enableTestTools: bool('ENABLE_TEST_TOOLS', false),
+    rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', 120, 1, 10_000_000),
+    logLevel,
+    leaseTtlMs: int('LEASE_TTL_MS', 30_000, 1_000, 3_600_000),
+    presignTtlSeconds: int('PRESIGN_TTL_SECONDS', 300, 1, 300),
+    shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
+    settingsCacheTtlMs: int('SETTINGS_CACHE_TTL_MS', 2_000, 0, 60_000),
+    outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
+    outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
+    providers: {
+      replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
+      openaiApiKey: env.OPENAI_API_KEY || undefined,
+      falKey: env.FAL_KEY || undefined,
+    },
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(obj: T): T {
+  if (obj && typeof obj === 'object') {
+    for (const v of Object.values(obj)) deepFreeze(v);
+    Object.freeze(obj);
+  }
+  return obj;
+}

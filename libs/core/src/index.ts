@@ -1,0 +1,6 @@
+export * from './ids';
+export * from './errors';
+export * from './states';
+export * from './money';
+export * from './canonical';
+export * from './api-keys';

@@ -1,0 +1,163 @@
+import type { Knex } from 'knex';
+import { AppError, digestSecret, newId, type Role, type Scope } from '@tes/core';
+import { postJournal } from './ledger';
+import { iso, monthKey } from './time';
+
+export interface ProjectRecord {
+  id: string;
+  organizationId: string;
+  organizationName: string;
+  name: string;
+  availableMicros: number;
+  reservedMicros: number;
+  monthlyCapMicros: number | null;
+  monthChargedMicros: number;
+}
+
+export interface ApiKeyRecord {
+  id: string;
+  projectId: string;
+  organizationId: string;
+  name: string;
+  digest: Buffer;
+  scopes: Scope[];
+  role: Role;
+  expiresAt: string | null;
+  revokedAt: string | null;
+}
+
+export async function createOrganization(db: Knex, name: string): Promise<{ id: string }> {
+  const id = newId('org');
+  await db('organizations').insert({ id, name });
+  return { id };
+}
+
+export async function createProject(
+  db: Knex,
+  input: { organizationId: string; name: string; monthlyCapMicros?: number | null },
+): Promise<{ id: string }> {
+  const org = await db('organizations').select('id').where({ id: input.organizationId }).first();
+  if (!org) throw new Error(`organization ${input.organizationId} not found`);
+  const id = newId('prj');
+  await db('projects').insert({
+    id,
+    organization_id: input.organizationId,
+    name: input.name,
+    monthly_cap_micros: input.monthlyCapMicros ?? null,
+  });
+  return { id };
+}
+
+export async function getProject(db: Knex, projectId: string): Promise<ProjectRecord | null> {
+  const row = await db('projects as p')
+    .join('organizations as o', 'o.id', 'p.organization_id')
+    .select(
+      'p.id',
+      'p.organization_id',
+      'o.name as organization_name',
+      'p.name',
+      'p.available_micros',
+      'p.reserved_micros',
+      'p.monthly_cap_micros',
+      db.raw('CASE WHEN p.cap_month = ?::date THEN p.month_charged_micros ELSE 0 END AS month_charged_micros', [monthKey()]),
+    )
+    .where('p.id', projectId)
+    .first();
+  if (!row) return null;
+  return {
+    id: row.id,
+    organizationId: row.organization_id,
+    organizationName: row.organization_name,
+    name: row.name,
+    availableMicros: row.available_micros,
+    reservedMicros: row.reserved_micros,
+    monthlyCapMicros: row.monthly_cap_micros,
+    monthChargedMicros: row.month_charged_micros,
+  };
+}
+
+export interface CreatedKey {
+  id: string;
+  secret: string;
+}
+
+export async function createApiKey(
+  db: Knex,
+  input: { projectId: string; name: string; scopes: Scope[]; role: Role; expiresAt?: Date | null; secret: string; lookupId: string },
+): Promise<CreatedKey> {
+  const project = await db('projects').select('id').where({ id: input.projectId }).first();
+  if (!project) throw new Error(`project ${input.projectId} not found`);
+  const id = newId('key');
+  await db('api_keys').insert({
+    id,
+    project_id: input.projectId,
+    name: input.name,
+    lookup_id: input.lookupId,
+    digest: digestSecret(input.secret),
+    scopes: input.scopes,
+    role: input.role,
+    expires_at: input.expiresAt ?? null,
+  });
+  return { id, secret: input.secret };
+}
+
+export async function findApiKeyByLookupId(db: Knex, lookupId: string): Promise<ApiKeyRecord | null> {
+  const row = await db('api_keys as k')
+    .join('projects as p', 'p.id', 'k.project_id')
+    .select('k.id', 'k.project_id', 'p.organization_id', 'k.name', 'k.digest', 'k.scopes', 'k.role', 'k.expires_at', 'k.revoked_at')
+    .where('k.lookup_id', lookupId)
+    .first();
+  if (!row) return null;
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    organizationId: row.organization_id,
+    name: row.name,
+    digest: row.digest,
+    scopes: row.scopes,
+    role: row.role,
+    expiresAt: iso(row.expires_at),
+    revokedAt: iso(row.revoked_at),
+  };
+}
+
+export async function revokeApiKey(db: Knex, keyId: string): Promise<{ id: string; revokedAt: string } | null> {
+  const rows = await db('api_keys')
+    .where({ id: keyId })
+    .update({ revoked_at: db.raw('coalesce(revoked_at, now())') })
+    .returning(['id', 'revoked_at']);
+  const row = rows[0];
+  return row ? { id: row.id, revokedAt: iso(row.revoked_at) as string } : null;
+}
+
+/** Adds prepaid funds: one journal entry funding -> available. */
+export async function creditBalance(
+  db: Knex,
+  input: { projectId: string; micros: number; reference?: string | null },
+): Promise<{ availableMicros: number }> {
+  if (!Number.isSafeInteger(input.micros) || input.micros <= 0) throw new Error('credit must be a positive whole number of micros');
+  return db.transaction(async (trx) => {
+    const rows = await trx('projects')
+      .where({ id: input.projectId })
+      .increment('available_micros', input.micros)
+      .returning(['available_micros']);
+    const row = rows[0];
+    if (!row) throw new Error(`project ${input.projectId} not found`);
+    await postJournal(trx, {
+      projectId: input.projectId,
+      kind: 'credit',
+      reference: input.reference ?? null,
+      postings: [
+        { account: 'funding', amountMicros: -input.micros },
+        { account: 'available', amountMicros: input.micros },
+      ],
+    });
+    return { availableMicros: row.available_micros as number };
+  });
+}
+
+export async function setMonthlyCap(db: Knex, projectId: string, micros: number | null): Promise<{ monthlyCapMicros: number | null }> {
+  const rows = await db('projects').where({ id: projectId }).update({ monthly_cap_micros: micros }).returning(['monthly_cap_micros']);
+  if (!rows[0]) throw new AppError('invalid_request', `project ${projectId} not found`);
+  return { monthlyCapMicros: rows[0].monthly_cap_micros };
+}

@@ -1,0 +1,585 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import { AppError, type ExecutionStatus } from '@tes/core';
+import { iso, monthKey } from './time';
+
+export interface ArtifactSummary {
+  id: string;
+  format: string;
+  mimeType: string;
+  sizeBytes: number;
+  sha256: string;
+  expiresAt: string;
+}
+
+export interface ExecutionRecord {
+  id: string;
+  projectId: string;
+  apiKeyId: string;
+  tool: string;
+  model: string;
+  category: string;
+  status: ExecutionStatus;
+  arguments: Record<string, unknown>;
+  priceVersion: string;
+  totalSteps: number;
+  reservedMicros: number;
+  chargedMicros: number;
+  cancelRequested: boolean;
+  idempotencyKey: string;
+  requestDigest: string;
+  output: Record<string, unknown> | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  leaseOwner: string | null;
+  attempts: number;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface StepRecord {
+  executionId: string;
+  index: number;
+  name: string;
+  status: 'running' | 'succeeded' | 'failed' | 'cancelled';
+  costMicros: number;
+  externalRef: string | null;
+  checkpoint: Record<string, unknown> | null;
+  errorCode: string | null;
+  attempts: number;
+  startedAt: string;
+  finishedAt: string | null;
+}
+
+const EXECUTION_COLUMNS = [
+  'id',
+  'project_id',
+  'api_key_id',
+  'tool',
+  'model',
+  'category',
+  'status',
+  'arguments',
+  'price_version',
+  'total_steps',
+  'reserved_micros',
+  'charged_micros',
+  'cancel_requested',
+  'idempotency_key',
+  'request_digest',
+  'output',
+  'error_code',
+  'error_message',
+  'lease_owner',
+  'attempts',
+  'created_at',
+  'started_at',
+  'finished_at',
+] as const;
+const EXECUTION_SELECT = EXECUTION_COLUMNS.join(', ');
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function toExecution(row: any): ExecutionRecord {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    apiKeyId: row.api_key_id,
+    tool: row.tool,
+    model: row.model,
+    category: row.category,
+    status: row.status,
+    arguments: row.arguments,
+    priceVersion: row.price_version,
+    totalSteps: row.total_steps,
+    reservedMicros: row.reserved_micros,
+    chargedMicros: row.charged_micros,
+    cancelRequested: row.cancel_requested,
+    idempotencyKey: row.idempotency_key,
+    requestDigest: row.request_digest,
+    output: row.output,
+    errorCode: row.error_code,
+    errorMessage: row.error_message,
+    leaseOwner: row.lease_owner,
+    attempts: row.attempts,
+    createdAt: iso(row.created_at) as string,
+    startedAt: iso(row.started_at),
+    finishedAt: iso(row.finished_at),
+  };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function toStep(row: any): StepRecord {
+  return {
+    executionId: row.execution_id,
+    index: row.index,
+    name: row.name,
+    status: row.status,
+    costMicros: row.cost_micros,
+    externalRef: row.external_ref,
+    checkpoint: row.checkpoint,
+    errorCode: row.error_code,
+    attempts: row.attempts,
+    startedAt: iso(row.started_at) as string,
+    finishedAt: iso(row.finished_at),
+  };
+}
+
+export interface SubmitInput {
+  id: string;
+  projectId: string;
+  apiKeyId: string;
+  tool: string;
+  model: string;
+  category: string;
+  arguments: Record<string, unknown>;
+  priceVersion: string;
+  totalSteps: number;
+  reservedMicros: number;
+  idempotencyKey: string;
+  requestDigest: string;
+  routingKey: string;
+}
+
+export type SubmitResult =
+  | { kind: 'created'; execution: ExecutionRecord; outboxId: number }
+  | { kind: 'existing'; execution: ExecutionRecord };
+
+/**
+ * The submit transaction (architecture.md, path 1): idempotency binding + execution,
+ * outbox row, then the conditional reservation with its journal entry, in one commit.
+ *
+ * Order matters. The execution insert comes first: a concurrent duplicate blocks on the
+ * unique (project_id, idempotency_key) index until the first commits, then sees the
+ * conflict and reserves nothing. The balance row is locked last, by one statement that
+ * checks and moves the money and writes the journal, so the hot row is held only for the
+ * commit that follows.
+ */
+export async function submitExecution(db: Knex, input: SubmitInput): Promise<SubmitResult> {
+  if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
+  const month = monthKey();
+  const result = await db.transaction(async (trx) => {
+    const inserted = await trx.raw<{ rows: unknown[] }>(
+      `INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
+         total_steps, reserved_micros, idempotency_key, request_digest)
+       VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (project_id, idempotency_key) DO NOTHING
+       RETURNING ${EXECUTION_SELECT}`,
+      [
+        input.id,
+        input.projectId,
+        input.apiKeyId,
+        input.tool,
+        input.model,
+        input.category,
+        JSON.stringify(input.arguments),
+        input.priceVersion,
+        input.totalSteps,
+        input.reservedMicros,
+        input.idempotencyKey,
+        input.requestDigest,
+      ],
+    );
+    const row = inserted.rows[0];
+    if (!row) return null; // a binding exists: nothing was written, read it after the transaction
+
+    const outbox = await trx.raw<{ rows: { id: number }[] }>(
+      `INSERT INTO outbox (project_id, execution_id, routing_key, payload) VALUES (?, ?, ?, ?) RETURNING id`,
+      [input.projectId, input.id, input.routingKey, JSON.stringify({ executionId: input.id, projectId: input.projectId })],
+    );
+
+    const reserved = await trx.raw<{ rows: { id: string }[] }>(
+      `WITH p AS (
+         UPDATE projects
+            SET available_micros = available_micros - ?::bigint,
+                reserved_micros = reserved_micros + ?::bigint
+          WHERE id = ?
+            AND available_micros >= ?::bigint
+            AND (monthly_cap_micros IS NULL
+                 OR (CASE WHEN cap_month = ?::date THEN month_charged_micros ELSE 0 END)
+                    + reserved_micros + ?::bigint <= monthly_cap_micros)
+          RETURNING id
+       ), l AS (
+         INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
+         SELECT ?, p.id, ?, 'reserve', v.account, v.amount
+           FROM p CROSS JOIN (VALUES ('available', -?::bigint), ('reserved', ?::bigint)) AS v(account, amount)
+         RETURNING 1
+       )
+       SELECT id FROM p`,
+      [
+        input.reservedMicros,
+        input.reservedMicros,
+        input.projectId,
+        input.reservedMicros,
+        month,
+        input.reservedMicros,
+        randomUUID(),
+        input.id,
+        input.reservedMicros,
+        input.reservedMicros,
+      ],
+    );
+    if (reserved.rows.length === 0) {
+      // Rejected: throwing rolls back the execution and outbox rows with it.
+      const p = await trx('projects').select('available_micros').where({ id: input.projectId }).first();
+      if (!p || p.available_micros < input.reservedMicros) {
+        throw new AppError('insufficient_balance', 'insufficient_balance', {
+          details: { requiredMicros: input.reservedMicros, availableMicros: p?.available_micros ?? 0, retryable: false },
+        });
+      }
+      throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: input.reservedMicros, retryable: false } });
+    }
+    return { execution: toExecution(row), outboxId: outbox.rows[0]!.id };
+  });
+  if (result) return { kind: 'created', ...result };
+  const existing = await findByIdempotencyKey(db, input.projectId, input.idempotencyKey);
+  if (!existing) throw new Error('idempotency binding vanished'); // executions are never deleted
+  return { kind: 'existing', execution: existing };
+}
+
+export async function findByIdempotencyKey(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {
+  const row = await db('executions').select(EXECUTION_COLUMNS).where({ project_id: projectId, idempotency_key: key }).first();
+  return row ? toExecution(row) : null;
+}
+
+/** Project-scoped read: another project's id is indistinguishable from an unknown one. */
+export async function getExecution(db: Knex, projectId: string, id: string): Promise<ExecutionRecord | null> {
+  const row = await db('executions').select(EXECUTION_COLUMNS).where({ id, project_id: projectId }).first();
+  return row ? toExecution(row) : null;
+}
+
+/** Worker-side read by id alone (messages carry both ids; the worker checks they agree). */
+export async function getExecutionById(db: Knex, id: string): Promise<ExecutionRecord | null> {
+  const row = await db('executions').select(EXECUTION_COLUMNS).where({ id }).first();
+  return row ? toExecution(row) : null;
+}
+
+export interface ListQuery {
+  projectId: string;
+  limit: number;
+  before?: string | undefined;
+  status?: ExecutionStatus | undefined;
+  tool?: string | undefined;
+}
+
+/** Newest first, keyset-paged on the time-sortable id (index executions_project_*_idx). */
+export async function listExecutions(db: Knex, q: ListQuery): Promise<{ items: ExecutionRecord[]; hasMore: boolean }> {
+  const query = db('executions').select(EXECUTION_COLUMNS).where('project_id', q.projectId);
+  if (q.status) query.andWhere('status', q.status);
+  if (q.tool) query.andWhere('tool', q.tool);
+  if (q.before) query.andWhere('id', '<', q.before);
+  const rows = await query.orderBy('id', 'desc').limit(q.limit + 1);
+  const hasMore = rows.length > q.limit;
+  return { items: rows.slice(0, q.limit).map(toExecution), hasMore };
+}
+
+export async function getSteps(db: Knex, projectId: string, executionIds: string[]): Promise<StepRecord[]> {
+  if (executionIds.length === 0) return [];
+  const rows = await db('execution_steps')
+    .select('execution_id', 'index', 'name', 'status', 'cost_micros', 'external_ref', 'checkpoint', 'error_code', 'attempts', 'started_at', 'finished_at')
+    .where('project_id', projectId)
+    .whereIn('execution_id', executionIds)
+    .orderBy([{ column: 'execution_id' }, { column: 'index' }]);
+  return rows.map(toStep);
+}
+
+export interface SettleInput {
+  executionId: string;
+  projectId: string;
+  status: 'succeeded' | 'failed' | 'cancelled';
+  chargedMicros: number;
+  /** The execution must be in one of these states, else nothing changes. */
+  from: ExecutionStatus[];
+  /** When set, the worker's lease must still be held: a zombie worker's settle changes nothing. */
+  leaseOwner?: string | undefined;
+  output?: Record<string, unknown> | null;
+  errorCode?: string | null;
+  errorMessage?: string | null;
+  kind?: 'settle' | 'resolve';
+  /** Also record that cancellation was requested (queued work cancelled at once). */
+  cancelRequested?: boolean;
+}
+
+export interface SettleResult {
+  id: string;
+  tool: string;
+  reservedMicros: number;
+  chargedMicros: number;
+  createdAt: string;
+}
+
+/**
+ * Settlement (architecture.md, path 3) in one statement, so one transaction: the fenced
+ * terminal status, the charge (never above the reservation), the release of the rest to
+ * the available balance, this month's cap counter, the usage counter and the journal.
+ * Returns null when the fence did not match: someone else already moved the execution.
+ */
+export async function settleExecution(db: Knex, input: SettleInput): Promise<SettleResult | null> {
+  if (!Number.isSafeInteger(input.chargedMicros) || input.chargedMicros < 0) throw new Error('charge must be a whole number of micros');
+  const month = monthKey();
+  const bindings: Knex.RawBinding[] = [
+    input.status,
+    input.chargedMicros,
+    input.output === undefined || input.output === null ? null : JSON.stringify(input.output),
+    input.errorCode ?? null,
+    input.errorMessage ?? null,
+    input.cancelRequested ?? false,
+    input.executionId,
+    input.projectId,
+    input.from,
+  ];
+  let leaseFence = '';
+  if (input.leaseOwner !== undefined) {
+    leaseFence = 'AND lease_owner = ?';
+    bindings.push(input.leaseOwner);
+  }
+  bindings.push(month, month, month, randomUUID(), input.kind ?? 'settle');
+  const res = await db.raw<{ rows: { id: string; tool: string; reserved_micros: number; charged_micros: number; created_at: Date }[] }>(
+    `WITH e AS (
+       UPDATE executions
+          SET status = ?, charged_micros = LEAST(?::bigint, reserved_micros), output = ?::jsonb,
+              error_code = ?, error_message = ?, cancel_requested = cancel_requested OR ?::boolean,
+              finished_at = now(), settled_at = now(), updated_at = now(),
+              lease_owner = NULL, lease_expires_at = NULL
+        WHERE id = ? AND project_id = ? AND status = ANY(ARRAY[?]::text[]) ${leaseFence}
+        RETURNING id, project_id, tool, reserved_micros, charged_micros, created_at
+     ), p AS (
+       UPDATE projects
+          SET reserved_micros = projects.reserved_micros - e.reserved_micros,
+              available_micros = projects.available_micros + e.reserved_micros - e.charged_micros,
+              month_charged_micros = (CASE WHEN cap_month = ?::date THEN month_charged_micros ELSE 0 END) + e.charged_micros,
+              cap_month = ?::date
+         FROM e WHERE projects.id = e.project_id
+        RETURNING projects.id
+     ), u AS (
+       INSERT INTO usage_counters (project_id, month, execution_count, charged_micros)
+       SELECT e.project_id, ?::date, 1, e.charged_micros FROM e
+       ON CONFLICT (project_id, month) DO UPDATE
+          SET execution_count = usage_counters.execution_count + 1,
+              charged_micros = usage_counters.charged_micros + excluded.charged_micros
+       RETURNING 1
+     ), l AS (
+       INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
+       SELECT ?, e.project_id, e.id, ?, v.account, v.amount
+         FROM e CROSS JOIN LATERAL (VALUES
+           ('reserved', -e.reserved_micros),
+           ('available', e.reserved_micros - e.charged_micros),
+           ('charged', e.charged_micros)) AS v(account, amount)
+       RETURNING 1
+     )
+     SELECT e.id, e.tool, e.reserved_micros, e.charged_micros, e.created_at FROM e`,
+    bindings,
+  );
+  const row = res.rows[0];
+  if (!row) return null;
+  return { id: row.id, tool: row.tool, reservedMicros: row.reserved_micros, chargedMicros: row.charged_micros, createdAt: iso(row.created_at) as string };
+}
+
+/**
+ * Claims an execution for a worker with a lease. Succeeds for queued work, and for running
+ * work whose lease has expired or was released by the reaper. Returns null when the
+ * execution is terminal, waiting for an operator, or held by a live lease.
+ */
+export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ExecutionRecord | null> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions
+        SET status = 'running', lease_owner = ?, lease_expires_at = now() + (? * interval '1 millisecond'),
+            started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
+      WHERE id = ? AND status IN ('queued', 'running')
+        AND (lease_owner IS NULL OR lease_expires_at < now())
+      RETURNING ${EXECUTION_SELECT}`,
+    [owner, leaseTtlMs, id],
+  );
+  return res.rows[0] ? toExecution(res.rows[0]) : null;
+}
+
+/** Extends the lease; null means it was lost (expired and taken, or the execution moved on). */
+export async function renewLease(
+  db: Knex,
+  id: string,
+  owner: string,
+  leaseTtlMs: number,
+): Promise<{ cancelRequested: boolean } | null> {
+  const res = await db.raw<{ rows: { cancel_requested: boolean }[] }>(
+    `UPDATE executions SET lease_expires_at = now() + (? * interval '1 millisecond')
+      WHERE id = ? AND lease_owner = ? AND status = 'running'
+      RETURNING cancel_requested`,
+    [leaseTtlMs, id, owner],
+  );
+  const row = res.rows[0];
+  return row ? { cancelRequested: row.cancel_requested } : null;
+}
+
+/** Records that a step starts (fenced by the lease). False: the lease is gone, stop. */
+export async function startStep(
+  db: Knex,
+  input: { executionId: string; projectId: string; index: number; name: string; owner: string },
+): Promise<boolean> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `INSERT INTO execution_steps (execution_id, project_id, index, name, status)
+     SELECT e.id, e.project_id, ?, ?, 'running' FROM executions e
+      WHERE e.id = ? AND e.project_id = ? AND e.lease_owner = ? AND e.status = 'running'
+     ON CONFLICT (execution_id, index) DO UPDATE
+        SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
+     RETURNING 1`,
+    [input.index, input.name, input.executionId, input.projectId, input.owner],
+  );
+  return res.rows.length > 0;
+}
+
+export interface NewArtifact {
+  id: string;
+  format: string;
+  mimeType: string;
+  sizeBytes: number;
+  sha256: string;
+  storageKey: string;
+  fileName: string;
+  expiresAt: Date;
+}
+
+/** Records a step's outcome and any artifacts it stored, fenced by the lease, in one transaction. */
+export async function finishStep(
+  db: Knex,
+  input: {
+    executionId: string;
+    projectId: string;
+    index: number;
+    owner: string;
+    status: 'succeeded' | 'failed' | 'cancelled';
+    costMicros: number;
+    checkpoint?: Record<string, unknown> | null;
+    externalRef?: string | null;
+    errorCode?: string | null;
+    artifacts?: NewArtifact[];
+  },
+): Promise<boolean> {
+  return db.transaction(async (trx) => {
+    const res = await trx.raw<{ rows: unknown[] }>(
+      `UPDATE execution_steps s
+          SET status = ?, cost_micros = ?, checkpoint = ?::jsonb, external_ref = coalesce(?, s.external_ref),
+              error_code = ?, finished_at = now()
+         FROM executions e
+        WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
+          AND e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running'
+        RETURNING 1`,
+      [
+        input.status,
+        input.costMicros,
+        input.checkpoint ? JSON.stringify(input.checkpoint) : null,
+        input.externalRef ?? null,
+        input.errorCode ?? null,
+        input.executionId,
+        input.index,
+        input.owner,
+      ],
+    );
+    if (res.rows.length === 0) return false;
+    if (input.artifacts && input.artifacts.length > 0) {
+      await trx('artifacts').insert(
+        input.artifacts.map((a) => ({
+          id: a.id,
+          execution_id: input.executionId,
+          project_id: input.projectId,
+          step_index: input.index,
+          format: a.format,
+          mime_type: a.mimeType,
+          size_bytes: a.sizeBytes,
+          sha256: a.sha256,
+          storage_key: a.storageKey,
+          file_name: a.fileName,
+          expires_at: a.expiresAt,
+        })),
+      );
+    }
+    return true;
+  });
+}
+
+/** Moves an execution to needs_review, keeping its reservation held (no settlement). */
+export async function markNeedsReview(
+  db: Knex,
+  input: { executionId: string; owner?: string; errorCode: string; errorMessage: string },
+): Promise<boolean> {
+  const bindings: Knex.RawBinding[] = [input.errorCode, input.errorMessage, input.executionId];
+  let fence = '';
+  if (input.owner !== undefined) {
+    fence = 'AND lease_owner = ?';
+    bindings.push(input.owner);
+  }
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions SET status = 'needs_review', error_code = ?, error_message = ?, lease_owner = NULL,
+            lease_expires_at = NULL, updated_at = now()
+      WHERE id = ? AND status IN ('running', 'waiting') ${fence}
+      RETURNING 1`,
+    bindings,
+  );
+  return res.rows.length > 0;
+}
+
+export type CancelOutcome =
+  | { kind: 'cancelled'; execution: ExecutionRecord }
+  | { kind: 'requested'; execution: ExecutionRecord }
+  | { kind: 'unchanged'; execution: ExecutionRecord }
+  | { kind: 'not_cancellable'; execution: ExecutionRecord };
+
+/**
+ * Cancel: queued work is settled as cancelled at once (whole reservation released in the
+ * same transaction as the state change); running or waiting work gets cancel_requested and
+ * the worker stops before its next step. The queued attempt is fenced on status, so a
+ * worker that claimed the execution a moment earlier wins and we fall through to a request.
+ */
+export async function cancelExecution(db: Knex, projectId: string, execution: ExecutionRecord): Promise<CancelOutcome> {
+  if (execution.status === 'queued') {
+    const settled = await settleExecution(db, {
+      executionId: execution.id,
+      projectId,
+      status: 'cancelled',
+      chargedMicros: 0,
+      from: ['queued'],
+      errorCode: null,
+      cancelRequested: true,
+    });
+    if (settled) {
+      return { kind: 'cancelled', execution: (await getExecution(db, projectId, execution.id))! };
+    }
+  }
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions SET cancel_requested = true, updated_at = now()
+      WHERE id = ? AND project_id = ? AND status IN ('running', 'waiting')
+      RETURNING ${EXECUTION_SELECT}`,
+    [execution.id, projectId],
+  );
+  if (res.rows[0]) return { kind: 'requested', execution: toExecution(res.rows[0]) };
+  const current = (await getExecution(db, projectId, execution.id))!;
+  if (current.status === 'cancelled') return { kind: 'unchanged', execution: current };
+  if (current.status === 'queued') return cancelExecution(db, projectId, current);
+  return { kind: 'not_cancellable', execution: current };
+}
+
+export interface ArtifactRecord extends NewArtifact {
+  executionId: string;
+  projectId: string;
+  deletedAt: string | null;
+}
+
+export async function getArtifact(db: Knex, projectId: string, executionId: string, artifactId: string): Promise<ArtifactRecord | null> {
+  const row = await db('artifacts')
+    .select('id', 'execution_id', 'project_id', 'format', 'mime_type', 'size_bytes', 'sha256', 'storage_key', 'file_name', 'expires_at', 'deleted_at')
+    .where({ id: artifactId, execution_id: executionId, project_id: projectId })
+    .first();
+  if (!row) return null;
+  return {
+    id: row.id,
+    executionId: row.execution_id,
+    projectId: row.project_id,
+    format: row.format,
+    mimeType: row.mime_type,
+    sizeBytes: row.size_bytes,
+    sha256: row.sha256,
+    storageKey: row.storage_key,
+    fileName: row.file_name,
+    expiresAt: new Date(row.expires_at),
+    deletedAt: iso(row.deleted_at),
+  };
+}

@@ -1,0 +1,79 @@
+import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
+import { MIGRATIONS } from './migrations';
+
+// bigint (int8) columns hold micros and counts far below 2^53: parse them as numbers.
+// Amounts are still checked as safe integers where they enter the ledger.
+pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw new Error(`int8 value out of the safe range: ${v}`);
+  return n;
+});
+
+export type Db = Knex;
+
+export interface DbOptions {
+  url: string;
+  poolMax?: number;
+  applicationName?: string;
+}
+
+export function createDb(options: DbOptions): Db {
+  return knexFactory({
+    client: 'pg',
+    connection: { connectionString: options.url, application_name: options.applicationName ?? 'tes' },
+    pool: { min: 0, max: options.poolMax ?? 10 },
+    acquireConnectionTimeout: 10_000,
+  });
+}
+
+const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => MIGRATIONS.map(([name]) => name),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => {
+    const found = MIGRATIONS.find(([n]) => n === name);
+    if (!found) throw new Error(`unknown migration ${name}`);
+    return found[1];
+  },
+};
+
+/** Applies every pending migration; returns the names applied. */
+export async function migrateLatest(db: Db): Promise<string[]> {
+  const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
+  return applied;
+}
+
+/** The name of the database in a postgres URL. */
+export function databaseName(url: string): string {
+  const name = decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
+  if (!/^[A-Za-z0-9_-]{1,63}$/.test(name)) throw new Error(`unsupported database name "${name}"`);
+  return name;
+}
+
+/** A URL for the same server's maintenance database, to create or drop others. */
+export function maintenanceUrl(url: string): string {
+  const u = new URL(url);
+  u.pathname = '/postgres';
+  return u.toString();
+}
+
+/** Creates the database named in `url` when it does not exist yet. */
+export async function ensureDatabase(url: string): Promise<boolean> {
+  const name = databaseName(url);
+  const admin = new pg.Client({ connectionString: maintenanceUrl(url) });
+  await admin.connect();
+  try {
+    const found = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount) return false;
+    try {
+      await admin.query(`CREATE DATABASE "${name}"`);
+    } catch (err) {
+      // another process created it between our check and our create
+      if ((err as { code?: string }).code !== '42P04') throw err;
+      return false;
+    }
+    return true;
+  } finally {
+    await admin.end();
+  }
+}

@@ -1,0 +1,15 @@
+import type { Knex } from 'knex';
+import * as m1 from './20261121000001_accounts';
+import * as m2 from './20261121000002_pricing_settings';
+import * as m3 from './20261121000003_executions';
+import * as m4 from './20261121000004_ledger';
+import * as m5 from './20261121000005_outbox_counters';
+
+/** Append-only list; knex records each name in knex_migrations. */
+export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
+  ['20261121000001_accounts', m1],
+  ['20261121000002_pricing_settings', m2],
+  ['20261121000003_executions', m3],
+  ['20261121000004_ledger', m4],
+  ['20261121000005_outbox_counters', m5],
+];

@@ -1,0 +1,49 @@
+import type { Knex } from 'knex';
+import { canonicalJson, sha256Hex } from '@tes/core';
+
+export interface PriceVersionRecord {
+  version: string;
+  prices: unknown;
+  createdAt: string;
+}
+
+export async function getCurrentPriceVersion(db: Knex): Promise<PriceVersionRecord | null> {
+  const row = await db('price_versions').select('version', 'prices', 'created_at').orderBy('seq', 'desc').first();
+  return row ? { version: row.version, prices: row.prices, createdAt: new Date(row.created_at).toISOString() } : null;
+}
+
+export async function getPriceVersion(db: Knex, version: string): Promise<PriceVersionRecord | null> {
+  const row = await db('price_versions').select('version', 'prices', 'created_at').where({ version }).first();
+  return row ? { version: row.version, prices: row.prices, createdAt: new Date(row.created_at).toISOString() } : null;
+}
+
+/**
+ * Publishes a price list. Content equal to the current list keeps the current version;
+ * any change of content gives a new version `YYYY-MM-DD.N`. Serialized by an advisory lock
+ * so two operators publishing at once cannot mint the same version.
+ */
+export async function publishPrices(db: Knex, prices: unknown, now: Date = new Date()): Promise<{ priceVersion: string; created: boolean }> {
+  const hash = sha256Hex(canonicalJson(prices));
+  return db.transaction(async (trx) => {
+    await trx.raw("SELECT pg_advisory_xact_lock(hashtext('tes.publish_prices'))");
+    const current = await trx('price_versions').select('version', 'content_sha256').orderBy('seq', 'desc').first();
+    if (current && current.content_sha256 === hash) return { priceVersion: current.version as string, created: false };
+    const day = now.toISOString().slice(0, 10);
+    const sameDay = await trx('price_versions').count<{ n: string }[]>({ n: '*' }).where('version', 'like', `${day}.%`);
+    const version = `${day}.${Number(sameDay[0]?.n ?? 0) + 1}`;
+    await trx('price_versions').insert({ version, content_sha256: hash, prices: JSON.stringify(prices) });
+    return { priceVersion: version, created: true };
+  });
+}
+
+export async function getExecutionEnabled(db: Knex): Promise<boolean> {
+  const row = await db('settings').select('value').where({ key: 'execution_enabled' }).first();
+  return row ? row.value === true : true;
+}
+
+export async function setExecutionEnabled(db: Knex, enabled: boolean): Promise<void> {
+  await db('settings')
+    .insert({ key: 'execution_enabled', value: JSON.stringify(enabled), updated_at: db.fn.now() })
+    .onConflict('key')
+    .merge();
+}

@@ -1,0 +1,124 @@
+import amqp, { type ChannelModel } from 'amqplib';
+import type { Logger } from '@tes/observability';
+
+export type SetupHook = (conn: ChannelModel) => Promise<void>;
+
+export interface AmqpClientOptions {
+  url: string;
+  logger: Logger;
+  /** Name shown in the broker's connection list. */
+  name: string;
+  /** Give up the first connection after this long (later losses retry forever). */
+  initialTimeoutMs?: number;
+}
+
+/**
+ * One AMQP connection per process that heals itself: when the broker goes away it
+ * reconnects with capped exponential backoff and replays every setup hook (topology,
+ * publisher channel, consumers) in the order they were added.
+ */
+export class AmqpClient {
+  private conn: ChannelModel | undefined;
+  private readonly hooks: SetupHook[] = [];
+  private stopped = false;
+  private reconnecting: Promise<void> | undefined;
+  private readonly listeners = new Set<(connected: boolean) => void>();
+
+  constructor(private readonly options: AmqpClientOptions) {}
+
+  get connected(): boolean {
+    return this.conn !== undefined;
+  }
+
+  /** Hooks run on every connect; a hook added after start runs at once too. */
+  async addSetup(hook: SetupHook): Promise<void> {
+    this.hooks.push(hook);
+    if (this.conn) await hook(this.conn);
+  }
+
+  onConnectionChange(listener: (connected: boolean) => void): void {
+    this.listeners.add(listener);
+  }
+
+  async start(): Promise<void> {
+    const deadline = Date.now() + (this.options.initialTimeoutMs ?? 30_000);
+    let delay = 200;
+    for (;;) {
+      try {
+        await this.connect();
+        return;
+      } catch (err) {
+        if (Date.now() + delay > deadline || this.stopped) {
+          throw new Error(`cannot connect to RabbitMQ at ${redactUrl(this.options.url)}: ${(err as Error).message}`, { cause: err });
+        }
+        await sleep(delay);
+        delay = Math.min(delay * 2, 5_000);
+      }
+    }
+  }
+
+  private async connect(): Promise<void> {
+    const conn = await amqp.connect(this.options.url, { clientProperties: { connection_name: this.options.name } });
+    conn.on('error', (err: Error) => this.options.logger.warn('amqp.connection.error', { err: err.message }));
+    conn.on('close', () => {
+      if (this.conn !== conn) return;
+      this.conn = undefined;
+      for (const l of this.listeners) l(false);
+      if (!this.stopped) {
+        this.options.logger.warn('amqp.connection.lost', {});
+        this.reconnecting = this.reconnectLoop();
+      }
+    });
+    try {
+      for (const hook of this.hooks) await hook(conn);
+    } catch (err) {
+      await conn.close().catch(() => undefined);
+      throw err;
+    }
+    this.conn = conn;
+    for (const l of this.listeners) l(true);
+    this.options.logger.info('amqp.connection.ready', { name: this.options.name });
+  }
+
+  private async reconnectLoop(): Promise<void> {
+    let delay = 200;
+    while (!this.stopped && !this.conn) {
+      await sleep(delay);
+      if (this.stopped) return;
+      try {
+        await this.connect();
+      } catch (err) {
+        this.options.logger.warn('amqp.reconnect.failed', { err: (err as Error).message, retryInMs: delay });
+        delay = Math.min(delay * 2, 5_000);
+      }
+    }
+  }
+
+  /** Forces a reconnect (used when a channel died but the connection did not). */
+  async reset(): Promise<void> {
+    const conn = this.conn;
+    if (conn) await conn.close().catch(() => undefined);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const conn = this.conn;
+    this.conn = undefined;
+    if (conn) await conn.close().catch(() => undefined);
+    await this.reconnecting;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return 'the configured URL';
+  }
+}

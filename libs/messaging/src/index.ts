@@ -1,0 +1,4 @@
+export * from './topology';
+export * from './connection';
+export * from './publisher';
+export * from './consumer';

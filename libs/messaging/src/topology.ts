@@ -1,0 +1,57 @@
+import type { Channel } from 'amqplib';
+
+/**
+ * Broker topology, declared in one place and replayed on every (re)connect.
+ *
+ *   <p>tes.executions (direct) --category--> <p>executions.<category>  (quorum)
+ *   <p>executions.<category> --dead-letter--> <p>tes.dlx (fanout) --> <p>executions.dead (quorum)
+ *
+ * RabbitMQ 3.10 quorum queues have no default delivery limit, so x-delivery-limit is set
+ * here: a message that keeps failing (a poison message or a crash loop) is dead-lettered
+ * instead of looping forever. Arguments must never change for an existing queue (the broker
+ * refuses a redeclare with other arguments); a new policy needs a new queue name.
+ */
+export const DELIVERY_LIMIT = 5;
+
+export interface TopologyNames {
+  exchange: string;
+  deadLetterExchange: string;
+  deadLetterQueue: string;
+  queueFor(category: string): string;
+}
+
+export function topologyNames(prefix: string): TopologyNames {
+  return {
+    exchange: `${prefix}tes.executions`,
+    deadLetterExchange: `${prefix}tes.dlx`,
+    deadLetterQueue: `${prefix}executions.dead`,
+    queueFor: (category: string) => `${prefix}executions.${category}`,
+  };
+}
+
+export async function declareTopology(ch: Channel, names: TopologyNames, categories: readonly string[]): Promise<void> {
+  await ch.assertExchange(names.exchange, 'direct', { durable: true });
+  await ch.assertExchange(names.deadLetterExchange, 'fanout', { durable: true });
+  await ch.assertQueue(names.deadLetterQueue, { durable: true, arguments: { 'x-queue-type': 'quorum' } });
+  await ch.bindQueue(names.deadLetterQueue, names.deadLetterExchange, '');
+  for (const category of categories) {
+    const queue = names.queueFor(category);
+    await ch.assertQueue(queue, {
+      durable: true,
+      arguments: {
+        'x-queue-type': 'quorum',
+        'x-delivery-limit': DELIVERY_LIMIT,
+        'x-dead-letter-exchange': names.deadLetterExchange,
+      },
+    });
+    await ch.bindQueue(queue, names.exchange, category);
+  }
+}
+
+/** Removes a prefixed topology (tests clean up their own queues). */
+export async function deleteTopology(ch: Channel, names: TopologyNames, categories: readonly string[]): Promise<void> {
+  for (const category of categories) await ch.deleteQueue(names.queueFor(category));
+  await ch.deleteQueue(names.deadLetterQueue);
+  await ch.deleteExchange(names.exchange);
+  await ch.deleteExchange(names.deadLetterExchange);
+}

@@ -1,0 +1,63 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+
+export interface HealthServerOptions {
+  port: number;
+  host?: string;
+  registry: Registry;
+  /** Resolves true when the process can do its work (dependencies reachable). */
+  ready: () => Promise<boolean> | boolean;
+}
+
+/**
+ * Small operations server on METRICS_PORT: /metrics (Prometheus), /healthz (process alive),
+ * /readyz (dependencies reachable). Kept off the public port.
+ */
+export class HealthServer {
+  private server: http.Server | undefined;
+  constructor(private readonly options: HealthServerOptions) {}
+
+  async start(): Promise<number> {
+    const server = http.createServer((req, res) => {
+      void this.handle(req, res);
+    });
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.options.port, this.options.host ?? '0.0.0.0', () => resolve());
+    });
+    return (server.address() as AddressInfo).port;
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    res.setHeader('Cache-Control', 'no-store');
+    try {
+      if (req.url === '/metrics') {
+        const body = await this.options.registry.metrics();
+        res.writeHead(200, { 'Content-Type': this.options.registry.contentType });
+        res.end(body);
+      } else if (req.url === '/healthz') {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end('{"status":"ok"}');
+      } else if (req.url === '/readyz') {
+        const ok = await this.options.ready();
+        res.writeHead(ok ? 200 : 503, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ status: ok ? 'ready' : 'not_ready' }));
+      } else {
+        res.writeHead(404, { 'Content-Type': 'application/json' });
+        res.end('{"error":{"status":"NOT_FOUND","message":"route_not_found"}}');
+      }
+    } catch {
+      res.writeHead(503, { 'Content-Type': 'application/json' });
+      res.end('{"status":"not_ready"}');
+    }
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    if (!server) return;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}

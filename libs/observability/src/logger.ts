@@ -1,0 +1,88 @@
+import winston from 'winston';
+
+export type Logger = winston.Logger;
+
+/** Field names whose values never reach a transport. */
+const SECRET_FIELDS = new Set([
+  'authorization',
+  'secret',
+  'apikey',
+  'api_key',
+  'password',
+  'token',
+  'url',
+  'downloadurl',
+  'data',
+  'body',
+  'bytes',
+  'secretaccesskey',
+]);
+
+const KEY_SECRET = /tes_[0-9A-Za-z]{8}_[0-9A-Za-z]{32}/g;
+const BEARER = /Bearer\s+[^\s"']+/gi;
+// Any URL carrying a SigV4 query signature is a presigned URL: access to private data.
+const PRESIGNED_URL = /https?:\/\/[^\s"']*X-Amz-(Signature|Credential)=[^\s"']*/gi;
+
+/** Replace secrets inside free text. */
+export function redactText(text: string): string {
+  return text.replace(PRESIGNED_URL, '[redacted-url]').replace(KEY_SECRET, '[redacted-key]').replace(BEARER, 'Bearer [redacted]');
+}
+
+/** Deep copy with secret fields and secret-looking strings replaced. */
+export function redactValue(value: unknown, depth = 0): unknown {
+  if (depth > 8) return '[truncated]';
+  if (typeof value === 'string') return redactText(value);
+  if (Buffer.isBuffer(value)) return `[${value.length} bytes]`;
+  if (Array.isArray(value)) return value.map((v) => redactValue(v, depth + 1));
+  if (value instanceof Error) {
+    return { name: value.name, message: redactText(value.message), stack: value.stack ? redactText(value.stack) : undefined };
+  }
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+      out[k] = SECRET_FIELDS.has(k.toLowerCase()) ? '[redacted]' : redactValue(v, depth + 1);
+    }
+    return out;
+  }
+  return value;
+}
+
+/**
+ * winston format that scrubs every log record before any transport sees it: API keys,
+ * bearer tokens, presigned URLs and file contents never leave the process in a log.
+ */
+export const redactFormat = winston.format((info) => {
+  const LEVEL = Symbol.for('level');
+  const MESSAGE = Symbol.for('message');
+  for (const key of Object.keys(info)) {
+    if (key === 'level') continue;
+    const v = (info as Record<string, unknown>)[key];
+    (info as Record<string, unknown>)[key] = SECRET_FIELDS.has(key.toLowerCase()) ? '[redacted]' : redactValue(v);
+  }
+  void LEVEL;
+  void MESSAGE;
+  return info;
+});
+
+export interface LoggerOptions {
+  service: string;
+  level?: string;
+  /** Extra transports (tests capture records with one). Defaults to JSON on stdout. */
+  transports?: winston.transport[];
+  silent?: boolean;
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  return winston.createLogger({
+    level: options.level ?? 'info',
+    silent: options.silent ?? false,
+    defaultMeta: { service: options.service },
+    format: winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json()),
+    transports: options.transports ?? [new winston.transports.Console()],
+  });
+}
+
+/** A logger that writes nothing; for unit tests that do not inspect logs. */
+export function createNullLogger(): Logger {
+  return createLogger({ service: 'null', silent: true });
+}

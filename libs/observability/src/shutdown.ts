@@ -1,0 +1,65 @@
+import type { Logger } from './logger';
+
+export interface Stoppable {
+  name: string;
+  stop: () => Promise<void>;
+}
+
+/**
+ * One per process: on SIGTERM/SIGINT stops the parts in the order given (intake first,
+ * then in-flight work, then AMQP, then the database pool), each bounded by the deadline.
+ * Only main.ts calls process.exit, with the code this resolves to.
+ */
+export class ShutdownCoordinator {
+  private parts: Stoppable[] = [];
+  private stopping: Promise<number> | undefined;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly deadlineMs: number,
+  ) {}
+
+  add(part: Stoppable): void {
+    this.parts.push(part);
+  }
+
+  /** Stops every part once; later calls return the same promise. Resolves to an exit code. */
+  shutdown(reason: string): Promise<number> {
+    if (!this.stopping) this.stopping = this.run(reason);
+    return this.stopping;
+  }
+
+  private async run(reason: string): Promise<number> {
+    this.logger.info('process.shutdown.begin', { reason, deadlineMs: this.deadlineMs });
+    const deadline = Date.now() + this.deadlineMs;
+    let code = 0;
+    for (const part of this.parts) {
+      const left = Math.max(deadline - Date.now(), 100);
+      let timer: NodeJS.Timeout | undefined;
+      try {
+        await Promise.race([
+          part.stop(),
+          new Promise((_, reject) => {
+            timer = setTimeout(() => reject(new Error(`timed out after ${left} ms`)), left);
+          }),
+        ]);
+      } catch (err) {
+        code = 1;
+        this.logger.error('process.shutdown.part_failed', { part: part.name, err });
+      } finally {
+        if (timer) clearTimeout(timer);
+      }
+    }
+    this.logger.info('process.shutdown.done', { reason, code });
+    return code;
+  }
+
+  /** Wire SIGTERM and SIGINT; `exit` is main.ts's process.exit. */
+  installSignalHandlers(exit: (code: number) => void): void {
+    const onSignal = (signal: NodeJS.Signals) => {
+      void this.shutdown(signal).then(exit);
+    };
+    process.once('SIGTERM', onSignal);
+    process.once('SIGINT', onSignal);
+  }
+}

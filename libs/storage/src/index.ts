@@ -1,0 +1,147 @@
+import {
+  CreateBucketCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadBucketCommand,
+  PutObjectCommand,
+  S3Client,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+
+export interface StorageOptions {
+  endpoint: string;
+  /** Host clients reach for downloads; presigned URLs are signed for it. */
+  publicEndpoint: string;
+  bucket: string;
+  region: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+}
+
+function clientConfig(endpoint: string, o: StorageOptions): S3ClientConfig {
+  return {
+    endpoint,
+    region: o.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey },
+    // SDK 3.11xx defaults would frame streamed uploads as aws-chunked, which S3-compatible
+    // servers store corrupt or reject (infrastructure notes): only checksum when required.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    maxAttempts: 3,
+  };
+}
+
+/**
+ * Bucket-level requests are signed for `/bucket/` but some S3-compatible servers (s3rver)
+ * canonicalise `/bucket`; signing the path without the trailing slash is accepted by both.
+ */
+function stripBucketTrailingSlash(client: S3Client): void {
+  client.middlewareStack.add(
+    (next) => async (args) => {
+      const req = args.request as { path?: string };
+      if (req && typeof req.path === 'string' && /^\/[^/]+\/$/.test(req.path)) req.path = req.path.slice(0, -1);
+      return next(args);
+    },
+    { step: 'build', name: 'stripBucketTrailingSlash' },
+  );
+}
+
+export interface PutOptions {
+  key: string;
+  body: Buffer;
+  contentType: string;
+  signal?: AbortSignal | undefined;
+}
+
+export interface PresignOptions {
+  key: string;
+  expiresInSeconds: number;
+  contentType: string;
+  fileName: string;
+}
+
+/** Private object storage: the only thing clients ever see is a short-lived presigned GET. */
+export class ObjectStore {
+  readonly bucket: string;
+  private readonly client: S3Client;
+  private readonly publicClient: S3Client;
+
+  constructor(options: StorageOptions) {
+    this.bucket = options.bucket;
+    this.client = new S3Client(clientConfig(options.endpoint, options));
+    this.publicClient =
+      options.publicEndpoint === options.endpoint ? this.client : new S3Client(clientConfig(options.publicEndpoint, options));
+    stripBucketTrailingSlash(this.client);
+    if (this.publicClient !== this.client) stripBucketTrailingSlash(this.publicClient);
+  }
+
+  /** Creates the bucket when missing (development and tests; production buckets are provisioned). */
+  async ensureBucket(): Promise<void> {
+    try {
+      await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+    } catch {
+      try {
+        await this.client.send(new CreateBucketCommand({ Bucket: this.bucket }));
+      } catch (err) {
+        const name = (err as { name?: string }).name;
+        if (name !== 'BucketAlreadyOwnedByYou' && name !== 'BucketAlreadyExists') throw err;
+      }
+    }
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async put(o: PutOptions): Promise<void> {
+    await this.client.send(
+      new PutObjectCommand({ Bucket: this.bucket, Key: o.key, Body: o.body, ContentType: o.contentType, ContentLength: o.body.length }),
+      o.signal ? { abortSignal: o.signal } : {},
+    );
+  }
+
+  async get(key: string, signal?: AbortSignal): Promise<Buffer> {
+    const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }), signal ? { abortSignal: signal } : {});
+    if (!res.Body) throw new Error(`object ${key} has no body`);
+    return Buffer.from(await res.Body.transformToByteArray());
+  }
+
+  async delete(key: string): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+  }
+
+  /** A GET URL valid for at most `expiresInSeconds`, carrying no API key, serving the exact content type. */
+  async presignGet(o: PresignOptions): Promise<string> {
+    const safeName = o.fileName.replace(/[^A-Za-z0-9._-]/g, '_');
+    return getSignedUrl(
+      this.publicClient,
+      new GetObjectCommand({
+        Bucket: this.bucket,
+        Key: o.key,
+        ResponseContentType: o.contentType,
+        ResponseContentDisposition: `attachment; filename="${safeName}"`,
+      }),
+      { expiresIn: o.expiresInSeconds },
+    );
+  }
+
+  close(): void {
+    this.client.destroy();
+    if (this.publicClient !== this.client) this.publicClient.destroy();
+  }
+}
+
+export function uploadKey(projectId: string, sha256: string): string {
+  return `projects/${projectId}/uploads/${sha256}`;
+}
+
+export function artifactKey(projectId: string, executionId: string, artifactId: string, ext: string): string {
+  return `projects/${projectId}/executions/${executionId}/${artifactId}.${ext}`;
+}
