@@ -583,3 +583,11 @@ export async function getArtifact(db: Knex, projectId: string, executionId: stri
     deletedAt: iso(row.deleted_at),
   };
 }
+
+/** Gives a lease back early (shutdown, transient failure) so a redelivery can claim at once. */
+export async function releaseLease(db: Knex, id: string, owner: string): Promise<boolean> {
+  const n = await db('executions')
+    .where({ id, lease_owner: owner, status: 'running' })
+    .update({ lease_owner: null, lease_expires_at: null, updated_at: db.fn.now() });
+  return n > 0;
+}

@@ -1,4 +1,4 @@
-import type { Channel } from 'amqplib';
+import type { Channel, ChannelModel } from 'amqplib';
 
 /**
  * Broker topology, declared in one place and replayed on every (re)connect.
@@ -54,4 +54,13 @@ export async function deleteTopology(ch: Channel, names: TopologyNames, categori
   await ch.deleteQueue(names.deadLetterQueue);
   await ch.deleteExchange(names.exchange);
   await ch.deleteExchange(names.deadLetterExchange);
+}
+
+/** A setup hook that (re)declares the topology on every connect. */
+export function topologySetup(names: TopologyNames, categories: readonly string[]): (conn: ChannelModel) => Promise<void> {
+  return async (conn) => {
+    const ch = await conn.createChannel();
+    await declareTopology(ch, names, categories);
+    await ch.close();
+  };
 }

@@ -2,3 +2,4 @@ export * from './logger';
 export * from './metrics';
 export * from './health-server';
 export * from './shutdown';
+export * from './run-service';

@@ -1,0 +1,141 @@
+import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { AppError } from '@tes/core';
+import { imageRender } from './tools/image-render';
+import { testSleep } from './tools/test-sleep';
+import type { ModelPrice, PriceList, Quote, StepPlan, ToolDefinition } from './types';
+
+export interface CatalogOptions {
+  enableTestTools: boolean;
+}
+
+export interface ResolvedInput {
+  tool: ToolDefinition;
+  model: string;
+  /** The arguments with schema defaults applied: what is quoted, stored and run. */
+  arguments: Record<string, unknown>;
+  plan: StepPlan[];
+}
+
+const MAX_REPORTED_ERRORS = 20;
+
+/**
+ * The tool catalog shared by gateway and worker: definitions, validation (ajv, JSON Schema
+ * 2020-12, compiled once) and the quote, a pure function of (price list, tool, model,
+ * arguments), so both sides always agree on a price.
+ */
+export class Catalog {
+  readonly tools: ReadonlyMap<string, ToolDefinition>;
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(options: CatalogOptions) {
+    const defs = [imageRender, ...(options.enableTestTools ? [testSleep] : [])];
+    this.tools = new Map(defs.map((d) => [d.name, d]));
+    const ajv = new Ajv2020({ allErrors: true, strict: true, useDefaults: true, coerceTypes: false });
+    addFormats(ajv);
+    for (const def of defs) this.validators.set(def.name, ajv.compile(def.inputSchema));
+  }
+
+  get(name: string): ToolDefinition | undefined {
+    return this.tools.get(name);
+  }
+
+  categories(): string[] {
+    return [...new Set([...this.tools.values()].map((t) => t.category))];
+  }
+
+  /**
+   * Validates arguments against the tool's inputSchema and picks the model.
+   * Throws tool_not_found, invalid_arguments or model_unavailable.
+   */
+  resolve(toolName: string, args: unknown): ResolvedInput {
+    const tool = this.tools.get(toolName);
+    if (!tool) throw new AppError('tool_not_found', 'tool_not_found', { details: { tool: toolName } });
+    if (!tool.models.some((m) => m.available)) throw new AppError('tool_unavailable', 'tool_unavailable', { details: { tool: toolName } });
+    const copy = structuredClone(args) as Record<string, unknown>;
+    const validate = this.validators.get(tool.name)!;
+    if (!validate(copy)) {
+      throw new AppError('invalid_arguments', 'invalid_arguments', { details: { errors: formatErrors(validate.errors ?? []) } });
+    }
+    const requested = typeof copy.model === 'string' ? copy.model : undefined;
+    const model = requested ? tool.models.find((m) => m.id === requested) : tool.models.find((m) => m.available);
+    if (!model || !model.available) throw new AppError('model_unavailable', 'model_unavailable', { details: { model: requested ?? null } });
+    copy.model = model.id;
+    return { tool, model: model.id, arguments: copy, plan: tool.plan(copy) };
+  }
+
+  /** Quote for resolved input under a price list. Same input and list, same maximum. */
+  quote(input: ResolvedInput, prices: PriceList, priceVersion: string): Quote {
+    const price = modelPrice(prices, input.tool.name, input.model);
+    const { units } = input.tool.estimateUnits(input.arguments);
+    const maximum = input.tool.maximumCharge
+      ? input.tool.maximumCharge(input.arguments, price)
+      : Math.max(price.minimumMicros, units * price.unitPriceMicros);
+    return {
+      tool: input.tool.name,
+      model: input.model,
+      priceVersion,
+      currency: 'usd',
+      minimumChargeMicros: Math.min(price.minimumMicros, maximum),
+      maximumChargeMicros: maximum,
+      unit: input.tool.unit,
+      estimatedUnits: units,
+    };
+  }
+
+  /** Charge for units actually used, under the execution's price list; never above `cap`. */
+  charge(toolName: string, model: string, units: number, prices: PriceList, cap: number): number {
+    const price = modelPrice(prices, toolName, model);
+    return Math.min(cap, Math.max(price.minimumMicros, units * price.unitPriceMicros));
+  }
+
+  /** The public catalog (`GET /tools` data). */
+  describe(prices: PriceList, priceVersion: string, executionEnabled: boolean): Record<string, unknown> {
+    return {
+      priceVersion,
+      currency: 'usd',
+      executionEnabled,
+      tools: [...this.tools.values()].map((tool) => {
+        const models = tool.models.map((m) => {
+          const price = prices.tools[tool.name]?.models[m.id];
+          return {
+            id: m.id,
+            description: m.description,
+            available: m.available && price !== undefined,
+            example: m.example,
+            price: price ? { description: tool.describePrice(price) } : null,
+          };
+        });
+        const priced = tool.models.map((m) => prices.tools[tool.name]?.models[m.id]).filter((p): p is ModelPrice => p !== undefined);
+        const cheapest = priced.reduce<ModelPrice | undefined>((a, p) => (!a || p.minimumMicros < a.minimumMicros ? p : a), undefined);
+        return {
+          name: tool.name,
+          description: tool.description,
+          category: tool.category,
+          available: models.some((m) => m.available),
+          inputSchema: tool.inputSchema,
+          example: tool.example,
+          models,
+          price: cheapest
+            ? { minimumMicros: cheapest.minimumMicros, unit: tool.unit, description: `from ${tool.describePrice(cheapest)}` }
+            : null,
+        };
+      }),
+    };
+  }
+}
+
+function modelPrice(prices: PriceList, tool: string, model: string): ModelPrice {
+  const price = prices.tools[tool]?.models[model];
+  if (!price) throw new AppError('model_unavailable', 'model_unavailable', { details: { tool, model, reason: 'not priced' } });
+  return price;
+}
+
+function formatErrors(errors: ErrorObject[]): Record<string, unknown>[] {
+  return errors.slice(0, MAX_REPORTED_ERRORS).map((e) => ({
+    instancePath: e.instancePath,
+    keyword: e.keyword,
+    message: e.message ?? e.keyword,
+    params: e.params,
+  }));
+}

@@ -1,0 +1,34 @@
+import type { PriceList } from './types';
+
+/** The price list a fresh installation starts with (`prices publish` replaces it). */
+export const DEFAULT_PRICE_LIST: PriceList = {
+  currency: 'usd',
+  tools: {
+    'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
+    'test.sleep': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } },
+  },
+};
+
+/** Structural check of a price list before it is published. Returns the problems found. */
+export function checkPriceList(value: unknown): string[] {
+  const problems: string[] = [];
+  if (!value || typeof value !== 'object') return ['price list must be a JSON object'];
+  const list = value as Partial<PriceList>;
+  if (list.currency !== 'usd') problems.push('currency must be "usd"');
+  if (!list.tools || typeof list.tools !== 'object') return [...problems, 'tools must be an object'];
+  for (const [tool, entry] of Object.entries(list.tools)) {
+    if (!entry || typeof entry !== 'object' || !entry.models || typeof entry.models !== 'object') {
+      problems.push(`tools["${tool}"].models must be an object`);
+      continue;
+    }
+    for (const [model, price] of Object.entries(entry.models)) {
+      for (const field of ['unitPriceMicros', 'minimumMicros'] as const) {
+        const v = (price as unknown as Record<string, unknown>)?.[field];
+        if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+          problems.push(`tools["${tool}"].models["${model}"].${field} must be a non-negative integer`);
+        }
+      }
+    }
+  }
+  return problems;
+}

@@ -1,0 +1,32 @@
+import type { ToolDefinition } from '../types';
+
+/**
+ * test.sleep (ENABLE_TEST_TOOLS=1 only): each step sleeps, then costs costMicrosPerStep.
+ * Tests and benchmarks use it to hold executions in `running`, cancel them mid-way and
+ * measure the pipeline without media work.
+ */
+export const testSleep: ToolDefinition = {
+  name: 'test.sleep',
+  category: 'test',
+  description: 'Test tool: sleeps per step, charges a fixed cost per step, produces a small text artifact.',
+  unit: 'step',
+  inputSchema: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['seconds', 'steps', 'costMicrosPerStep'],
+    properties: {
+      model: { type: 'string', enum: ['sleep'], default: 'sleep' },
+      seconds: { type: 'number', minimum: 0, maximum: 600, description: 'Sleep per step.' },
+      steps: { type: 'integer', minimum: 1, maximum: 20 },
+      costMicrosPerStep: { type: 'integer', minimum: 0, maximum: 1_000_000 },
+      failAtStep: { type: 'integer', minimum: 0, maximum: 19, description: 'Zero-based step that fails.' },
+    },
+  },
+  example: { seconds: 1, steps: 2, costMicrosPerStep: 1000 },
+  models: [{ id: 'sleep', description: 'Sleeps; no media work.', example: { seconds: 0, steps: 1, costMicrosPerStep: 0 }, available: true }],
+  describePrice: () => 'costMicrosPerStep per step (set in the arguments)',
+  estimateUnits: (args) => ({ units: args.steps as number }),
+  maximumCharge: (args) => (args.steps as number) * (args.costMicrosPerStep as number),
+  plan: (args) =>
+    Array.from({ length: args.steps as number }, (_, i) => ({ name: `sleep_${i}`, timeoutMs: (args.seconds as number) * 1000 + 30_000 })),
+};

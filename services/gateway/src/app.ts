@@ -1,0 +1,103 @@
+import { randomUUID } from 'node:crypto';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { AppError, isAppError } from '@tes/core';
+import { countRequest } from '@tes/db';
+import { authenticate } from './auth';
+import type { AuthContext, GatewayDeps } from './context';
+import { httpFor } from './errors';
+import { executionRoutes } from './routes/executions';
+import { projectRoutes } from './routes/project';
+import { toolRoutes } from './routes/tools';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+export const JSON_BODY_LIMIT = '64kb';
+
+/** Builds the Express app; no network port is opened here, so supertest can drive it. */
+export function createApp(deps: GatewayDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+
+  // Every response, errors and unknown paths included, is uncacheable and carries a request id.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const incoming = req.get('x-request-id');
+    const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    res.locals.requestId = requestId;
+    res.set({ 'Cache-Control': 'no-store', 'X-Request-Id': requestId });
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const route = (req.route?.path as string | undefined) ?? 'unmatched';
+      deps.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
+      deps.logger.log(res.statusCode >= 500 ? 'error' : 'http', 'gateway.http.request', {
+        requestId,
+        method: req.method,
+        route,
+        status: res.statusCode,
+        durationMs: Math.round(seconds * 1000),
+        projectId: (res.locals.auth as AuthContext | undefined)?.projectId,
+      });
+    });
+    next();
+  });
+
+  // JSON bodies only. A body of another type is refused before any parsing.
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    const hasBody = Number(req.get('content-length') ?? 0) > 0 || req.get('transfer-encoding') !== undefined;
+    if (hasBody && !req.is('application/json')) {
+      throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { expected: 'application/json' } });
+    }
+    next();
+  });
+  app.use(express.json({ limit: JSON_BODY_LIMIT, strict: true }));
+
+  app.use('/tools', authenticate(deps.db), (_req: Request, res: Response, next: NextFunction) => {
+    const auth = res.locals.auth as AuthContext;
+    countRequest(deps.db, auth.projectId).catch((err) => deps.logger.warn('gateway.usage.count_failed', { err: (err as Error).message }));
+    next();
+  });
+  app.use(projectRoutes(deps));
+  app.use(executionRoutes(deps));
+  app.use(toolRoutes(deps));
+
+  app.use(() => {
+    throw new AppError('route_not_found');
+  });
+
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const appError = toAppError(err);
+    const { http, status } = httpFor(appError.code);
+    if (http >= 500 && appError.code === 'internal_error') {
+      deps.logger.error('gateway.http.unhandled', { requestId: res.locals.requestId, err });
+    }
+    const details = appError.details;
+    if (res.headersSent) return;
+    res.status(http).json({ error: { status, message: appError.code, ...(details ? { details } : {}) } });
+  });
+
+  return app;
+}
+
+/** Body-parser and router errors arrive as plain errors with a `type` or `status`. */
+function toAppError(err: unknown): AppError {
+  if (isAppError(err)) return err;
+  const e = err as { type?: string; status?: number; statusCode?: number } | null;
+  switch (e?.type) {
+    case 'entity.parse.failed':
+      return new AppError('invalid_json');
+    case 'entity.too.large':
+      return new AppError('request_too_large', 'request_too_large', { details: { limitBytes: 64 * 1024 } });
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return new AppError('unsupported_media_type');
+    case 'request.aborted':
+    case 'request.size.invalid':
+    case 'stream.encoding.set':
+      return new AppError('invalid_request');
+    default:
+      break;
+  }
+  const status = e?.status ?? e?.statusCode;
+  if (status === 400) return new AppError('invalid_request');
+  return new AppError('internal_error');
+}

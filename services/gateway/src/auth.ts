@@ -1,0 +1,51 @@
+import type { NextFunction, Request, Response } from 'express';
+import type { Knex } from 'knex';
+import { AppError, digestsEqual, digestSecret, parseKeySecret, type Scope } from '@tes/core';
+import { findApiKeyByLookupId } from '@tes/db';
+import type { AuthContext } from './context';
+
+/**
+ * Bearer API-key authentication. The lookup id in the secret finds the row; the SHA-256
+ * digest of the presented secret is compared in constant time with the stored digest.
+ * Unknown lookup ids still pay for a digest, so timing does not tell which part was wrong.
+ */
+export function authenticate(db: Knex) {
+  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
+    const header = req.get('authorization');
+    if (!header) throw new AppError('platform_api_key_missing');
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!m) throw new AppError('platform_api_key_invalid');
+    const secret = m[1] as string;
+    const presented = digestSecret(secret);
+    const lookupId = parseKeySecret(secret);
+    const key = lookupId ? await findApiKeyByLookupId(db, lookupId) : null;
+    if (!key || !digestsEqual(presented, key.digest)) throw new AppError('platform_api_key_invalid');
+    if (key.revokedAt) throw new AppError('platform_api_key_revoked');
+    if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) throw new AppError('platform_api_key_expired');
+    const auth: AuthContext = {
+      keyId: key.id,
+      keyName: key.name,
+      projectId: key.projectId,
+      organizationId: key.organizationId,
+      scopes: key.scopes,
+      role: key.role,
+    };
+    res.locals.auth = auth;
+    next();
+  };
+}
+
+export function requireScope(scope: Scope) {
+  return (_req: Request, res: Response, next: NextFunction): void => {
+    const auth = res.locals.auth as AuthContext | undefined;
+    if (!auth) throw new AppError('platform_api_key_missing');
+    if (!auth.scopes.includes(scope)) {
+      throw new AppError('platform_api_key_scope_required', 'platform_api_key_scope_required', { details: { requiredScope: scope } });
+    }
+    next();
+  };
+}
+
+export function authOf(res: Response): AuthContext {
+  return res.locals.auth as AuthContext;
+}

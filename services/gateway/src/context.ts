@@ -1,0 +1,31 @@
+import type { Knex } from 'knex';
+import type { Catalog } from '@tes/catalog';
+import type { Config } from '@tes/config';
+import type { Role, Scope } from '@tes/core';
+import type { Logger, Metrics } from '@tes/observability';
+import type { ObjectStore } from '@tes/storage';
+import type { OutboxDispatcher } from './dispatcher';
+import type { SettingsCache } from './settings-cache';
+
+export interface GatewayDeps {
+  config: Config;
+  db: Knex;
+  catalog: Catalog;
+  store: ObjectStore;
+  dispatcher: OutboxDispatcher;
+  settings: SettingsCache;
+  logger: Logger;
+  metrics: Metrics;
+  /** Broker routing key for a tool category (queue executions.<category>). */
+  routingKeyFor: (category: string) => string;
+}
+
+/** The authenticated caller, set by the auth middleware. */
+export interface AuthContext {
+  keyId: string;
+  keyName: string;
+  projectId: string;
+  organizationId: string;
+  scopes: readonly Scope[];
+  role: Role;
+}

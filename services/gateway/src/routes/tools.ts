@@ -1,0 +1,129 @@
+import { Router, type Request, type Response } from 'express';
+import { AppError, canonicalJson, newId, sha256Hex } from '@tes/core';
+import { findByIdempotencyKey, getSteps, submitExecution, type ExecutionRecord } from '@tes/db';
+import { isTerminal } from '@tes/core';
+import { authOf, requireScope } from '../auth';
+import type { GatewayDeps } from '../context';
+import { publicExecution } from '../serialize';
+import { compileCheck, IDEMPOTENCY_KEY } from '../validation';
+
+interface QuoteBody {
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+interface SubmitBody extends QuoteBody {
+  priceVersion: string;
+  maximumChargeMicros: number;
+}
+
+const TOOL_NAME = { type: 'string', minLength: 1, maxLength: 100 };
+const checkQuoteBody = compileCheck<QuoteBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['tool', 'arguments'],
+  properties: { tool: TOOL_NAME, arguments: { type: 'object' } },
+});
+const checkSubmitBody = compileCheck<SubmitBody>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['tool', 'arguments', 'priceVersion', 'maximumChargeMicros'],
+  properties: {
+    tool: TOOL_NAME,
+    arguments: { type: 'object' },
+    priceVersion: { type: 'string', minLength: 1, maxLength: 64 },
+    maximumChargeMicros: { type: 'integer', minimum: 0, maximum: Number.MAX_SAFE_INTEGER },
+  },
+});
+
+export function toolRoutes(deps: GatewayDeps): Router {
+  const router = Router();
+  const { catalog, settings, db } = deps;
+
+  router.get('/tools', requireScope('tools:read'), async (_req, res) => {
+    const s = await settings.get();
+    res.json({ data: catalog.describe(s.prices, s.priceVersion, s.executionEnabled) });
+  });
+
+  router.post('/tools/quote', requireScope('tools:read'), async (req, res) => {
+    const body = checkQuoteBody(req.body);
+    const s = await settings.get();
+    const input = catalog.resolve(body.tool, body.arguments);
+    res.json({ data: catalog.quote(input, s.prices, s.priceVersion) });
+  });
+
+  router.post('/tools/:tool', requireScope('tools:execute'), async (req: Request, res: Response) => {
+    const auth = authOf(res);
+    const pathTool = req.params.tool as string;
+    if (!catalog.get(pathTool)) throw new AppError('tool_not_found', 'tool_not_found', { details: { tool: pathTool } });
+
+    const idempotencyKey = req.get('idempotency-key');
+    if (idempotencyKey === undefined || idempotencyKey === '') throw new AppError('idempotency_key_required');
+    if (!IDEMPOTENCY_KEY.test(idempotencyKey)) throw new AppError('idempotency_key_invalid');
+
+    const body = checkSubmitBody(req.body);
+    if (body.tool !== pathTool) throw new AppError('tool_mismatch', 'tool_mismatch', { details: { pathTool, bodyTool: body.tool } });
+    const requestDigest = sha256Hex(canonicalJson(body));
+
+    // A resend is answered from the binding before anything else is checked: the price
+    // may have changed since, but the original execution stands.
+    const prior = await findByIdempotencyKey(db, auth.projectId, idempotencyKey);
+    if (prior) return replay(deps, res, prior, auth.keyId, requestDigest);
+
+    const s = await settings.get();
+    if (!s.executionEnabled) throw new AppError('execution_disabled', 'execution_disabled', { retryable: true });
+    const input = catalog.resolve(pathTool, body.arguments);
+    const quote = catalog.quote(input, s.prices, s.priceVersion);
+    if (body.priceVersion !== s.priceVersion) {
+      throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: s.priceVersion } });
+    }
+    if (body.maximumChargeMicros < quote.maximumChargeMicros) {
+      throw new AppError('maximum_charge_insufficient', 'maximum_charge_insufficient', {
+        details: { requiredMaximumChargeMicros: quote.maximumChargeMicros },
+      });
+    }
+
+    const routingKey = deps.routingKeyFor(input.tool.category);
+    const result = await submitExecution(db, {
+      id: newId('exe'),
+      projectId: auth.projectId,
+      apiKeyId: auth.keyId,
+      tool: input.tool.name,
+      model: input.model,
+      category: input.tool.category,
+      arguments: input.arguments,
+      priceVersion: s.priceVersion,
+      totalSteps: input.plan.length,
+      reservedMicros: quote.maximumChargeMicros,
+      idempotencyKey,
+      requestDigest,
+      routingKey,
+    });
+    if (result.kind === 'existing') return replay(deps, res, result.execution, auth.keyId, requestDigest);
+
+    const e = result.execution;
+    deps.dispatcher.dispatch(result.outboxId, routingKey, { executionId: e.id, projectId: e.projectId });
+    deps.metrics.executionsTotal.inc({ tool: e.tool, status: 'queued' });
+    deps.logger.info('gateway.execution.accepted', {
+      requestId: res.locals.requestId,
+      executionId: e.id,
+      projectId: e.projectId,
+      tool: e.tool,
+      reservedMicros: e.reservedMicros,
+    });
+    res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${e.id}` }).json({ data: publicExecution(e, []) });
+  });
+
+  return router;
+}
+
+/** Same key + same API key + same body: the original execution. Anything else: 409. */
+async function replay(deps: GatewayDeps, res: Response, e: ExecutionRecord, keyId: string, digest: string): Promise<void> {
+  if (e.apiKeyId !== keyId || e.requestDigest !== digest) throw new AppError('idempotency_key_reused');
+  const steps = await getSteps(deps.db, e.projectId, [e.id]);
+  res.set('Idempotent-Replayed', 'true');
+  if (isTerminal(e.status)) {
+    res.status(200).json({ data: publicExecution(e, steps) });
+  } else {
+    res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${e.id}` }).json({ data: publicExecution(e, steps) });
+  }
+}

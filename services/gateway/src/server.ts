@@ -1,0 +1,78 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Catalog } from '@tes/catalog';
+import type { Config } from '@tes/config';
+import { createDb } from '@tes/db';
+import { AmqpClient, ConfirmPublisher, topologyNames, topologySetup } from '@tes/messaging';
+import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { ObjectStore } from '@tes/storage';
+import { createApp } from './app';
+import { OutboxDispatcher } from './dispatcher';
+import { SettingsCache } from './settings-cache';
+
+export interface RunningGateway {
+  port: number;
+  metricsPort: number;
+  /** Parts in shutdown order: intake, in-flight publishes, broker, storage, database. */
+  parts: Stoppable[];
+}
+
+/** Builds and starts every part of the gateway from config (used by main.ts and tests). */
+export async function startGateway(config: Config, logger: Logger): Promise<RunningGateway> {
+  const metrics = createMetrics('gateway');
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
+  const store = new ObjectStore(config.s3);
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools });
+  const names = topologyNames(config.amqpPrefix);
+  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-gateway' });
+  // Declared here too: a message published before any worker declared its queue would
+  // otherwise be routed nowhere and silently dropped.
+  await amqp.addSetup(topologySetup(names, catalog.categories()));
+  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
+  await publisher.start();
+  await amqp.start();
+  const dispatcher = new OutboxDispatcher(db, publisher, logger, metrics);
+  const settings = new SettingsCache(db, config.settingsCacheTtlMs);
+  await settings.get(); // fails fast when the database is unreachable or unmigrated
+
+  const app = createApp({ config, db, catalog, store, dispatcher, settings, logger, metrics, routingKeyFor: (c) => c });
+  const server = http.createServer(app);
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+
+  const health = new HealthServer({
+    port: config.metricsPort,
+    registry: metrics.registry,
+    ready: async () => {
+      if (!amqp.connected) return false;
+      await db.raw('SELECT 1');
+      return true;
+    },
+  });
+  const metricsPort = await health.start();
+  logger.info('gateway.started', { port, metricsPort });
+
+  return {
+    port,
+    metricsPort,
+    parts: [
+      {
+        name: 'http',
+        stop: () =>
+          new Promise<void>((resolve) => {
+            server.close(() => resolve());
+            server.closeIdleConnections();
+          }),
+      },
+      { name: 'dispatcher', stop: () => dispatcher.stop() },
+      { name: 'amqp', stop: () => amqp.stop() },
+      { name: 'storage', stop: async () => store.close() },
+      { name: 'health', stop: () => health.stop() },
+      { name: 'db', stop: () => db.destroy() },
+    ],
+  };
+}

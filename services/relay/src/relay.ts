@@ -1,0 +1,94 @@
+import type { Knex } from 'knex';
+import { oldestUnsentAgeSeconds, reapExpiredLeases, sweepOutbox } from '@tes/db';
+import type { ConfirmPublisher } from '@tes/messaging';
+import type { Logger, Metrics } from '@tes/observability';
+
+export interface RelayOptions {
+  db: Knex;
+  publisher: Pick<ConfirmPublisher, 'publish'>;
+  logger: Logger;
+  metrics: Metrics;
+  intervalMs: number;
+  /** Rows younger than this are left to the gateway that wrote them. */
+  graceMs: number;
+  batchSize?: number;
+  routingKeyFor: (category: string) => string;
+}
+
+/**
+ * The relay's loop: publish outbox rows the gateway could not publish, and hand back
+ * executions whose worker lease expired. Safe to run in several replicas: both claims use
+ * FOR UPDATE SKIP LOCKED.
+ */
+export class Relay {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly o: RelayOptions) {}
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.tick().then(
+        () => undefined,
+        () => undefined,
+      );
+      void this.running.finally(() => {
+        this.running = undefined;
+        this.schedule(this.o.intervalMs);
+      });
+    }, ms);
+  }
+
+  /** One pass; exported for tests and for `relay --once`. */
+  async tick(): Promise<{ published: number; reaped: number }> {
+    const { db, logger, metrics } = this.o;
+    let published = 0;
+    let reaped = 0;
+    try {
+      const reapedIds = await reapExpiredLeases(db, { limit: this.o.batchSize ?? 100, routingKeyFor: this.o.routingKeyFor });
+      reaped = reapedIds.length;
+      if (reaped > 0) {
+        metrics.leaseExpiries.inc(reaped);
+        logger.warn('relay.lease.expired', { count: reaped, executionIds: reapedIds.slice(0, 20) });
+      }
+      // Reaped executions got fresh outbox rows; publish them in this pass (no grace).
+      for (;;) {
+        const n = await sweepOutbox(db, { graceMs: reaped > 0 ? 0 : this.o.graceMs, limit: this.o.batchSize ?? 100 }, async (rows) => {
+          const results = await Promise.allSettled(
+            rows.map((r) => this.o.publisher.publish(r.routingKey, r.payload, { messageId: `outbox-${r.id}` })),
+          );
+          const ok: number[] = [];
+          const failed: { id: number; error: string }[] = [];
+          results.forEach((res, i) => {
+            const id = rows[i]!.id;
+            if (res.status === 'fulfilled') ok.push(id);
+            else failed.push({ id, error: (res.reason as Error)?.message ?? String(res.reason) });
+          });
+          return { published: ok, failed };
+        });
+        published += n;
+        if (n < (this.o.batchSize ?? 100)) break;
+      }
+      if (published > 0) {
+        metrics.outboxPublished.inc({ source: 'relay' }, published);
+        logger.info('relay.outbox.published', { count: published });
+      }
+      metrics.outboxLagSeconds.set(await oldestUnsentAgeSeconds(db));
+    } catch (err) {
+      logger.warn('relay.tick.failed', { err: (err as Error).message });
+    }
+    return { published, reaped };
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.running;
+  }
+}

@@ -1,0 +1,55 @@
+import { Catalog } from '@tes/catalog';
+import type { Config } from '@tes/config';
+import { createDb } from '@tes/db';
+import { AmqpClient, ConfirmPublisher, topologyNames, topologySetup } from '@tes/messaging';
+import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { Relay } from './relay';
+
+export interface RunningRelay {
+  relay: Relay;
+  metricsPort: number;
+  parts: Stoppable[];
+}
+
+export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
+  const metrics = createMetrics('relay');
+  const db = createDb({ url: config.databaseUrl, poolMax: Math.min(config.dbPoolMax, 4), applicationName: 'tes-relay' });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools });
+  const names = topologyNames(config.amqpPrefix);
+  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
+  await amqp.addSetup(topologySetup(names, catalog.categories()));
+  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
+  await publisher.start();
+  await amqp.start();
+  const relay = new Relay({
+    db,
+    publisher,
+    logger,
+    metrics,
+    intervalMs: config.outboxSweepIntervalMs,
+    graceMs: config.outboxGraceMs,
+    routingKeyFor: (c) => c,
+  });
+  relay.start();
+  const health = new HealthServer({
+    port: config.metricsPort,
+    registry: metrics.registry,
+    ready: async () => {
+      if (!amqp.connected) return false;
+      await db.raw('SELECT 1');
+      return true;
+    },
+  });
+  const metricsPort = await health.start();
+  logger.info('relay.started', { intervalMs: config.outboxSweepIntervalMs, metricsPort });
+  return {
+    relay,
+    metricsPort,
+    parts: [
+      { name: 'relay', stop: () => relay.stop() },
+      { name: 'amqp', stop: () => amqp.stop() },
+      { name: 'health', stop: () => health.stop() },
+      { name: 'db', stop: () => db.destroy() },
+    ],
+  };
+}

@@ -1,0 +1,313 @@
+import { randomUUID } from 'node:crypto';
+import type { Knex } from 'knex';
+import type { Catalog, PriceList } from '@tes/catalog';
+import { isAppError, MAX_STEPS, newId, sha256Hex, StepError } from '@tes/core';
+import {
+  claimExecution,
+  finishStep,
+  getPriceVersion,
+  getSteps,
+  isConnectionError,
+  markNeedsReview,
+  releaseLease,
+  renewLease,
+  settleExecution,
+  startStep,
+  type ArtifactSummary,
+  type ExecutionRecord,
+  type NewArtifact,
+  type StepRecord,
+} from '@tes/db';
+import type { Disposition } from '@tes/messaging';
+import type { Logger, Metrics } from '@tes/observability';
+import { artifactKey, type ObjectStore } from '@tes/storage';
+import type { StepResult, ToolRunner } from './runner';
+
+export const ARTIFACT_RETENTION_MS = 30 * 24 * 3600 * 1000;
+const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
+
+export interface EngineDeps {
+  db: Knex;
+  catalog: Catalog;
+  store: ObjectStore;
+  runners: Readonly<Record<string, ToolRunner>>;
+  logger: Logger;
+  metrics: Metrics;
+  leaseTtlMs: number;
+  /** Unique per process: the lease owner written on claimed executions. */
+  workerId: string;
+}
+
+class LeaseLost extends Error {
+  constructor() {
+    super('lease lost');
+    this.name = 'LeaseLost';
+  }
+}
+class ShuttingDown extends Error {
+  constructor() {
+    super('worker shutting down');
+    this.name = 'ShuttingDown';
+  }
+}
+
+/**
+ * The step engine (architecture.md, path 2). For one message it claims the execution with a
+ * lease, runs the remaining steps in order, records each step before and after it runs,
+ * stops before a new step when cancellation was requested, and settles. Every write is
+ * fenced by the lease, so a worker that lost its lease (expired, reaped) changes nothing.
+ * The message is acked only after the resulting state is durable.
+ */
+export class StepEngine {
+  private readonly shutdown = new AbortController();
+  private readonly priceCache = new Map<string, PriceList>();
+
+  constructor(private readonly deps: EngineDeps) {}
+
+  /** Aborts running steps; their executions are released for another worker to resume. */
+  abortAll(): void {
+    this.shutdown.abort(new ShuttingDown());
+  }
+
+  async handle(payload: unknown): Promise<Disposition> {
+    const { db, logger, workerId, leaseTtlMs } = this.deps;
+    const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
+    if (typeof executionId !== 'string') {
+      logger.error('worker.message.malformed', {});
+      return 'dead';
+    }
+    if (this.shutdown.signal.aborted) return 'retry';
+    const execution = await claimExecution(db, executionId, workerId, leaseTtlMs);
+    if (!execution) {
+      // Terminal, waiting for an operator, or held by a live worker: a duplicate or
+      // redelivered message. Nothing to do; the lease holder (or the reaper) carries on.
+      logger.debug('worker.execution.skip', { executionId });
+      return 'ack';
+    }
+    const log = { executionId, projectId: execution.projectId, tool: execution.tool, attempt: execution.attempts };
+    logger.info('worker.execution.claimed', log);
+    try {
+      await this.run(execution);
+      return 'ack';
+    } catch (err) {
+      if (err instanceof LeaseLost) {
+        logger.warn('worker.execution.lease_lost', log);
+        return 'ack';
+      }
+      if (err instanceof ShuttingDown || this.shutdown.signal.aborted) {
+        await releaseLease(db, executionId, workerId).catch(() => undefined);
+        logger.info('worker.execution.released', { ...log, reason: 'shutdown' });
+        return 'retry';
+      }
+      if (isConnectionError(err)) {
+        // Infrastructure trouble: give the execution back and let the broker redeliver.
+        await releaseLease(db, executionId, workerId).catch(() => undefined);
+        logger.warn('worker.execution.retry', { ...log, err: (err as Error).message });
+        return 'retry';
+      }
+      throw err;
+    }
+  }
+
+  private async run(e: ExecutionRecord): Promise<void> {
+    const { db, catalog, logger, workerId } = this.deps;
+    const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
+    const tool = catalog.get(e.tool);
+    const runner = this.deps.runners[e.tool];
+    const prices = await this.prices(e.priceVersion);
+    if (!tool || !runner) {
+      await this.settle(e, 'failed', [], { errorCode: 'internal_error', errorMessage: `this worker cannot run ${e.tool}` });
+      return;
+    }
+    const plan = tool.plan(e.arguments);
+    let steps = await getSteps(db, e.projectId, [e.id]);
+
+    for (let index = 0; index < plan.length; index++) {
+      const step = plan[index]!;
+      const recorded = steps.find((s) => s.index === index);
+      if (recorded?.status === 'succeeded') continue;
+      if (index >= MAX_STEPS) {
+        await this.settle(e, 'failed', steps, { errorCode: 'step_limit_exceeded', errorMessage: `an execution runs at most ${MAX_STEPS} steps` });
+        return;
+      }
+      if (recorded?.status === 'running' && step.external) {
+        // Started with an external provider and never recorded: it may have run and cost
+        // money. Never rerun silently; an operator decides.
+        await markNeedsReview(db, { executionId: e.id, owner: workerId, errorCode: 'provider_outcome_unknown', errorMessage: `step ${index} (${step.name}) outcome unknown after a crash` });
+        logger.warn('worker.execution.needs_review', { ...log, step: index });
+        return;
+      }
+      const lease = await renewLease(db, e.id, workerId, this.deps.leaseTtlMs);
+      if (!lease) throw new LeaseLost();
+      if (lease.cancelRequested) {
+        await this.settle(e, 'cancelled', steps, {});
+        return;
+      }
+      if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId }))) throw new LeaseLost();
+
+      let result: StepResult;
+      try {
+        result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices);
+      } catch (err) {
+        if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
+        const failure = err instanceof StepError ? err : null;
+        if (!failure) logger.error('worker.step.crashed', { ...log, step: index, err });
+        const errorCode = failure?.errorCode ?? (isAppError(err) ? 'internal_error' : 'internal_error');
+        if (!(await finishStep(db, { executionId: e.id, projectId: e.projectId, index, owner: workerId, status: 'failed', costMicros: 0, errorCode }))) {
+          throw new LeaseLost();
+        }
+        steps = await getSteps(db, e.projectId, [e.id]);
+        await this.settle(e, 'failed', steps, { errorCode, errorMessage: failure?.message ?? 'the step failed unexpectedly' });
+        logger.info('worker.step.failed', { ...log, step: index, errorCode });
+        return;
+      }
+
+      const artifacts = await this.storeFiles(e, index, result);
+      const ok = await finishStep(db, {
+        executionId: e.id,
+        projectId: e.projectId,
+        index,
+        owner: workerId,
+        status: 'succeeded',
+        costMicros: result.costMicros,
+        checkpoint: { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} },
+        artifacts,
+      });
+      if (!ok) throw new LeaseLost();
+      logger.info('worker.step.succeeded', { ...log, step: index, name: step.name, costMicros: result.costMicros });
+      steps = await getSteps(db, e.projectId, [e.id]);
+    }
+
+    const output: Record<string, unknown> = {};
+    const allArtifacts: ArtifactSummary[] = [];
+    for (const s of steps) {
+      const cp = s.checkpoint as { artifacts?: ArtifactSummary[]; facts?: Record<string, unknown> } | null;
+      if (cp?.facts) Object.assign(output, cp.facts);
+      if (cp?.artifacts) allArtifacts.push(...cp.artifacts);
+    }
+    output.artifacts = allArtifacts;
+    await this.settle(e, 'succeeded', steps, { output });
+  }
+
+  private async runStep(
+    e: ExecutionRecord,
+    runner: ToolRunner,
+    index: number,
+    name: string,
+    timeoutMs: number,
+    previous: StepRecord[],
+    prices: PriceList,
+  ): Promise<StepResult> {
+    const { db, workerId, leaseTtlMs } = this.deps;
+    const controller = new AbortController();
+    const onShutdown = () => controller.abort(new ShuttingDown());
+    this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
+    const deadline = setTimeout(() => controller.abort(new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`)), timeoutMs);
+    // Keep the lease alive while the step runs; losing it aborts the step.
+    const renew = setInterval(
+      () => {
+        renewLease(db, e.id, workerId, leaseTtlMs)
+          .then((r) => {
+            if (!r) controller.abort(new LeaseLost());
+          })
+          .catch(() => undefined);
+      },
+      Math.max(250, Math.floor(leaseTtlMs / 3)),
+    );
+    try {
+      const result = await runner.runStep({
+        execution: e,
+        args: e.arguments,
+        index,
+        name,
+        signal: controller.signal,
+        previous,
+        prices,
+        catalog: this.deps.catalog,
+        store: this.deps.store,
+        logger: this.deps.logger,
+      });
+      if (controller.signal.aborted) throw controller.signal.reason;
+      if (!Number.isSafeInteger(result.costMicros) || result.costMicros < 0) throw new Error(`step ${name} reported an invalid cost`);
+      return result;
+    } catch (err) {
+      throw controller.signal.aborted ? controller.signal.reason : err;
+    } finally {
+      clearTimeout(deadline);
+      clearInterval(renew);
+      this.shutdown.signal.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  private async storeFiles(e: ExecutionRecord, index: number, result: StepResult): Promise<NewArtifact[]> {
+    const out: NewArtifact[] = [];
+    for (const f of result.files ?? []) {
+      const id = newId('art');
+      const key = artifactKey(e.projectId, e.id, id, f.format);
+      await this.deps.store.put({ key, body: f.body, contentType: f.mimeType });
+      out.push({
+        id,
+        format: f.format,
+        mimeType: f.mimeType,
+        sizeBytes: f.body.length,
+        sha256: sha256Hex(f.body),
+        storageKey: key,
+        fileName: `${e.id}-${index}.${f.format}`,
+        expiresAt: new Date(Date.now() + ARTIFACT_RETENTION_MS),
+      });
+    }
+    return out;
+  }
+
+  private async settle(
+    e: ExecutionRecord,
+    status: 'succeeded' | 'failed' | 'cancelled',
+    steps: StepRecord[],
+    extra: { output?: Record<string, unknown>; errorCode?: string; errorMessage?: string },
+  ): Promise<void> {
+    const { db, logger, metrics, workerId } = this.deps;
+    const cost = steps.filter((s) => s.status === 'succeeded').reduce((sum, s) => sum + s.costMicros, 0);
+    const timer = metrics.settlementDuration.startTimer();
+    const settled = await settleExecution(db, {
+      executionId: e.id,
+      projectId: e.projectId,
+      status,
+      chargedMicros: Math.min(cost, e.reservedMicros),
+      from: ['running'],
+      leaseOwner: workerId,
+      output: extra.output ?? null,
+      errorCode: extra.errorCode ?? null,
+      errorMessage: extra.errorMessage ?? null,
+    });
+    timer({ outcome: settled ? status : 'fenced' });
+    if (!settled) throw new LeaseLost();
+    metrics.executionsTotal.inc({ tool: e.tool, status });
+    metrics.executionDuration.observe({ tool: e.tool, outcome: status }, (Date.now() - Date.parse(e.createdAt)) / 1000);
+    logger.info('worker.execution.settled', {
+      executionId: e.id,
+      projectId: e.projectId,
+      tool: e.tool,
+      status,
+      chargedMicros: settled.chargedMicros,
+      reservedMicros: settled.reservedMicros,
+    });
+  }
+
+  /** Price lists are immutable per version, so they are cached for the process's life. */
+  private async prices(version: string): Promise<PriceList> {
+    const cached = this.priceCache.get(version);
+    if (cached) return cached;
+    const found = await getPriceVersion(this.deps.db, version);
+    if (!found) throw new Error(`price version ${version} not found`);
+    this.priceCache.set(version, found.prices as PriceList);
+    return found.prices as PriceList;
+  }
+}
+
+function summary(a: NewArtifact): ArtifactSummary {
+  return { id: a.id, format: a.format, mimeType: a.mimeType, sizeBytes: a.sizeBytes, sha256: a.sha256, expiresAt: a.expiresAt.toISOString() };
+}
+
+export function newWorkerId(): string {
+  return `wrk_${process.pid}_${randomUUID().slice(0, 8)}`;
+}

@@ -1,0 +1,57 @@
+import type { Catalog, PriceList } from '@tes/catalog';
+import type { ExecutionRecord, StepRecord } from '@tes/db';
+import type { Logger } from '@tes/observability';
+import type { ObjectStore } from '@tes/storage';
+
+/** A file a step produced; the engine stores it and records it as an artifact. */
+export interface ProducedFile {
+  format: string;
+  mimeType: string;
+  body: Buffer;
+}
+
+export interface StepResult {
+  /** What this step cost us (micro-USD). The execution is charged the sum, capped at the reservation. */
+  costMicros: number;
+  /** Small JSON a later attempt or step may need (never file bytes). */
+  checkpoint?: Record<string, unknown>;
+  files?: ProducedFile[];
+  /** Small facts merged into the execution's output (e.g. width, durationSeconds). */
+  facts?: Record<string, unknown>;
+}
+
+export interface StepContext {
+  execution: ExecutionRecord;
+  args: Record<string, unknown>;
+  index: number;
+  name: string;
+  /** Aborted on deadline, lost lease or shutdown: pass it to child processes, HTTP and S3 calls. */
+  signal: AbortSignal;
+  /** Steps already recorded for this execution (checkpoints of earlier steps). */
+  previous: StepRecord[];
+  prices: PriceList;
+  catalog: Catalog;
+  store: ObjectStore;
+  logger: Logger;
+}
+
+/** The worker-side implementation of a catalog tool: runs one named step at a time. */
+export interface ToolRunner {
+  runStep(ctx: StepContext): Promise<StepResult>;
+}
+
+/** Resolves after `ms`, or rejects with the signal's reason when aborted first. */
+export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,80 @@
+import { Catalog } from '@tes/catalog';
+import type { Config } from '@tes/config';
+import { createDb } from '@tes/db';
+import { AmqpClient, Consumer, topologyNames, topologySetup } from '@tes/messaging';
+import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { ObjectStore } from '@tes/storage';
+import { newWorkerId, StepEngine } from './engine';
+import { RUNNERS } from './tools';
+
+export interface RunningWorker {
+  workerId: string;
+  metricsPort: number;
+  queues: string[];
+  engine: StepEngine;
+  parts: Stoppable[];
+}
+
+/**
+ * Starts a worker consuming the categories in WORKER_QUEUES (those the catalog knows),
+ * WORKER_CONCURRENCY executions at a time per category.
+ */
+export async function startWorker(config: Config, logger: Logger, options: { drainMs?: number } = {}): Promise<RunningWorker> {
+  const metrics = createMetrics('worker');
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker' });
+  const store = new ObjectStore(config.s3);
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools });
+  const workerId = newWorkerId();
+  const engine = new StepEngine({ db, catalog, store, runners: RUNNERS, logger, metrics, leaseTtlMs: config.leaseTtlMs, workerId });
+  const names = topologyNames(config.amqpPrefix);
+  const categories = config.workerQueues.filter((c) => catalog.categories().includes(c));
+  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: `tes-worker-${workerId}` });
+  await amqp.addSetup(topologySetup(names, catalog.categories()));
+  const consumers = categories.map(
+    (category) =>
+      new Consumer(amqp, { queue: names.queueFor(category), concurrency: config.workerConcurrency, handler: (payload) => engine.handle(payload) }, logger),
+  );
+  for (const c of consumers) await c.start();
+  await amqp.start();
+
+  const health = new HealthServer({
+    port: config.metricsPort,
+    registry: metrics.registry,
+    ready: async () => {
+      if (!amqp.connected) return false;
+      await db.raw('SELECT 1');
+      return true;
+    },
+  });
+  const metricsPort = await health.start();
+  const queues = categories.map((c) => names.queueFor(c));
+  logger.info('worker.started', { workerId, queues, concurrency: config.workerConcurrency, metricsPort });
+
+  // Drain: stop intake and give in-flight steps time to finish; past that, abort them
+  // (their executions are released and redelivered to another worker, which resumes
+  // after the last completed step).
+  const drainMs = options.drainMs ?? Math.max(0, config.shutdownTimeoutMs - 5_000);
+  const drain = async () => {
+    const stopping = Promise.all(consumers.map((c) => c.stop()));
+    const timer = setTimeout(() => engine.abortAll(), drainMs);
+    try {
+      await stopping;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  return {
+    workerId,
+    metricsPort,
+    queues,
+    engine,
+    parts: [
+      { name: 'consumers', stop: drain },
+      { name: 'amqp', stop: () => amqp.stop() },
+      { name: 'storage', stop: async () => store.close() },
+      { name: 'health', stop: () => health.stop() },
+      { name: 'db', stop: () => db.destroy() },
+    ],
+  };
+}

@@ -1,0 +1,87 @@
+import sharp from 'sharp';
+import { ceilDiv, StepError } from '@tes/core';
+import type { ToolRunner } from '../runner';
+
+interface RenderArgs {
+  model: string;
+  svg?: string;
+  text?: string;
+  width: number;
+  height: number;
+  format: 'png' | 'jpeg';
+  quality: number;
+  background: string;
+  color: string;
+  fontSize: number;
+}
+
+function escapeXml(s: string): string {
+  return s.replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;' })[c] as string);
+}
+
+/** Greedy word wrap by an average glyph width; long words are cut. */
+function wrap(text: string, maxChars: number): string[] {
+  const lines: string[] = [];
+  for (const paragraph of text.split(/\r?\n/)) {
+    let line = '';
+    for (const word of paragraph.split(/\s+/).filter(Boolean)) {
+      let w = word;
+      while (w.length > maxChars) {
+        if (line) lines.push(line);
+        lines.push(w.slice(0, maxChars));
+        w = w.slice(maxChars);
+        line = '';
+      }
+      if (!line) line = w;
+      else if (line.length + 1 + w.length <= maxChars) line += ` ${w}`;
+      else {
+        lines.push(line);
+        line = w;
+      }
+    }
+    lines.push(line);
+  }
+  return lines;
+}
+
+export function textCardSvg(a: RenderArgs): string {
+  const maxChars = Math.max(1, Math.floor((a.width * 0.9) / (a.fontSize * 0.6)));
+  const lineHeight = Math.round(a.fontSize * 1.25);
+  const maxLines = Math.max(1, Math.floor((a.height * 0.9) / lineHeight));
+  const lines = wrap(a.text ?? '', maxChars).slice(0, maxLines);
+  const top = Math.round(a.height / 2 - ((lines.length - 1) * lineHeight) / 2);
+  const tspans = lines
+    .map((l, i) => `<tspan x="50%" y="${top + i * lineHeight}">${escapeXml(l)}</tspan>`)
+    .join('');
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${a.width}" height="${a.height}">` +
+    `<rect width="100%" height="100%" fill="${a.background}"/>` +
+    `<text font-family="DejaVu Sans, sans-serif" font-size="${a.fontSize}" fill="${a.color}" text-anchor="middle" dominant-baseline="middle">${tspans}</text>` +
+    `</svg>`
+  );
+}
+
+/** image.render with sharp: SVG or text card -> PNG/JPEG of exactly width x height. */
+export const imageRenderRunner: ToolRunner = {
+  async runStep(ctx) {
+    const a = ctx.args as unknown as RenderArgs;
+    const svg = a.svg ?? textCardSvg(a);
+    let pipeline = sharp(Buffer.from(svg, 'utf8'), { limitInputPixels: 4096 * 4096 * 4, failOn: 'error' })
+      .resize(a.width, a.height, { fit: 'contain', background: a.background })
+      .flatten({ background: a.background });
+    pipeline = a.format === 'jpeg' ? pipeline.jpeg({ quality: a.quality }) : pipeline.png();
+    let out: { data: Buffer; info: sharp.OutputInfo };
+    try {
+      out = await pipeline.toBuffer({ resolveWithObject: true });
+    } catch (err) {
+      throw new StepError('invalid_input_file', `the SVG could not be rendered: ${(err as Error).message.slice(0, 200)}`);
+    }
+    if (ctx.signal.aborted) throw ctx.signal.reason;
+    const units = Math.max(1, ceilDiv(out.info.width * out.info.height, 1_000_000));
+    return {
+      costMicros: ctx.catalog.charge('image.render', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      files: [{ format: a.format, mimeType: a.format === 'jpeg' ? 'image/jpeg' : 'image/png', body: out.data }],
+      facts: { width: out.info.width, height: out.info.height },
+    };
+  },
+};
