@@ -31,7 +31,7 @@ export class Catalog {
   constructor(options: CatalogOptions) {
     const defs = [imageRender, ...(options.enableTestTools ? [testSleep] : [])];
     this.tools = new Map(defs.map((d) => [d.name, d]));
-    const ajv = new Ajv2020({ allErrors: true, strict: true, useDefaults: true, coerceTypes: false });
+    const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false, useDefaults: true, coerceTypes: false });
     addFormats(ajv);
     for (const def of defs) this.validators.set(def.name, ajv.compile(def.inputSchema));
   }

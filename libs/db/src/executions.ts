@@ -341,7 +341,7 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
               error_code = ?, error_message = ?, cancel_requested = cancel_requested OR ?::boolean,
               finished_at = now(), settled_at = now(), updated_at = now(),
               lease_owner = NULL, lease_expires_at = NULL
-        WHERE id = ? AND project_id = ? AND status = ANY(ARRAY[?]::text[]) ${leaseFence}
+        WHERE id = ? AND project_id = ? AND status = ANY(?::text[]) ${leaseFence}
         RETURNING id, project_id, tool, reserved_micros, charged_micros, created_at
      ), p AS (
        UPDATE projects

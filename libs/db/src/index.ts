@@ -7,3 +7,4 @@ export * from './settings';
 export * from './executions';
 export * from './outbox';
 export * from './usage';
+export { MIGRATIONS } from './migrations';

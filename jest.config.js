@@ -1,0 +1,23 @@
+/** @type {import('jest').Config} */
+const path = require('node:path');
+
+const libs = ['core', 'config', 'observability', 'db', 'messaging', 'storage', 'catalog', 'testing'];
+const services = ['gateway', 'worker', 'relay', 'admin'];
+
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/tests'],
+  testMatch: ['**/test/**/*.test.ts', '<rootDir>/tests/**/*.test.ts'],
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { tsconfig: path.join(__dirname, 'tsconfig.test.json') }],
+  },
+  // Tests run against the TypeScript sources, so no build is needed between edit and test.
+  moduleNameMapper: Object.fromEntries([
+    ...libs.map((l) => [`^@tes/${l}$`, `<rootDir>/libs/${l}/src`]),
+    ...services.map((s) => [`^@tes/${s}$`, `<rootDir>/services/${s}/src`]),
+  ]),
+  testTimeout: 60_000,
+  maxWorkers: 2,
+  // Secrets are grepped for in captured logs; keep jest's own output quiet.
+  verbose: false,
+};

@@ -1,0 +1,4 @@
+export * from './embedded-s3';
+export * from './database';
+export * from './logs';
+export * from './seed';

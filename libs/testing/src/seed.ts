@@ -1,0 +1,39 @@
+import type { Knex } from 'knex';
+import { generateKeySecret, SCOPES, type Role, type Scope } from '@tes/core';
+import { createApiKey, createOrganization, createProject, creditBalance } from '@tes/db';
+
+export interface SeededProject {
+  organizationId: string;
+  projectId: string;
+  keyId: string;
+  secret: string;
+}
+
+/** An organization, a project with an optional balance and cap, and one API key. */
+export async function seedProject(
+  db: Knex,
+  options: { creditMicros?: number; scopes?: Scope[]; role?: Role; monthlyCapMicros?: number | null; expiresAt?: Date | null } = {},
+): Promise<SeededProject> {
+  const org = await createOrganization(db, 'Test org');
+  const project = await createProject(db, { organizationId: org.id, name: 'Test project', monthlyCapMicros: options.monthlyCapMicros ?? null });
+  if (options.creditMicros) await creditBalance(db, { projectId: project.id, micros: options.creditMicros, reference: 'test' });
+  const key = await addKey(db, project.id, options);
+  return { organizationId: org.id, projectId: project.id, keyId: key.id, secret: key.secret };
+}
+
+export async function addKey(
+  db: Knex,
+  projectId: string,
+  options: { scopes?: Scope[]; role?: Role; expiresAt?: Date | null; name?: string } = {},
+): Promise<{ id: string; secret: string }> {
+  const { lookupId, secret } = generateKeySecret();
+  return createApiKey(db, {
+    projectId,
+    name: options.name ?? 'test key',
+    scopes: options.scopes ?? [...SCOPES],
+    role: options.role ?? 'ADMIN',
+    expiresAt: options.expiresAt ?? null,
+    secret,
+    lookupId,
+  });
+}

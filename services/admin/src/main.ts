@@ -1,0 +1,21 @@
+import { loadConfig } from '@tes/config';
+import { createDb } from '@tes/db';
+import { runCli } from './cli';
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const code = await runCli(
+    process.argv.slice(2),
+    () => createDb({ url: config.databaseUrl, poolMax: 2, applicationName: 'tes-admin' }),
+    { out: (t) => process.stdout.write(`${t}\n`), err: (t) => process.stderr.write(`${t}\n`) },
+  );
+  process.exitCode = code;
+}
+
+void main();

@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import supertest from 'supertest';
+import winston from 'winston';
+import type Transport from 'winston-transport';
+import { loadConfig, type Config } from '@tes/config';
+import { auditLedger, createDb, type AuditReport } from '@tes/db';
+import { AmqpClient, deleteTopology, topologyNames } from '@tes/messaging';
+import { createLogger, type Logger, type Stoppable } from '@tes/observability';
+import { ObjectStore } from '@tes/storage';
+import { CaptureTransport, createTestDatabase, seedProject, startEmbeddedS3, type SeededProject, type TestDatabase, type EmbeddedS3 } from '@tes/testing';
+import { Catalog } from '@tes/catalog';
+import { startGateway } from '../services/gateway/src/server';
+import { startWorker, type RunningWorker } from '../services/worker/src/server';
+import { startRelay, type RunningRelay } from '../services/relay/src/server';
+
+export interface TestStack {
+  config: Config;
+  /** A pool of the test's own, for assertions against the database. */
+  db: Knex;
+  baseUrl: string;
+  logs: CaptureTransport;
+  logger: Logger;
+  worker: RunningWorker | undefined;
+  relay: RunningRelay | undefined;
+  http(): supertest.Agent;
+  seed(options?: Parameters<typeof seedProject>[1]): Promise<SeededProject>;
+  audit(): Promise<AuditReport>;
+  startWorker(env?: Record<string, string>): Promise<RunningWorker>;
+  stopWorker(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface StackOptions {
+  worker?: boolean;
+  relay?: boolean;
+  env?: Record<string, string>;
+}
+
+/**
+ * The whole service in this process, on real infrastructure over sockets: a fresh
+ * Postgres database, a queue prefix of its own on the local RabbitMQ, an S3 server with
+ * signature checks and a bucket of its own.
+ */
+export async function startStack(options: StackOptions = {}): Promise<TestStack> {
+  const id = randomBytes(4).toString('hex');
+  const s3: EmbeddedS3 = await startEmbeddedS3();
+  const database: TestDatabase = await createTestDatabase();
+  const env: Record<string, string> = {
+    DATABASE_URL: database.url,
+    AMQP_URL: process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
+    AMQP_PREFIX: `test.${id}.`,
+    S3_ENDPOINT: s3.endpoint,
+    S3_BUCKET: `tes-test-${id}`,
+    S3_ACCESS_KEY_ID: s3.accessKeyId,
+    S3_SECRET_ACCESS_KEY: s3.secretAccessKey,
+    PORT: '0',
+    METRICS_PORT: '0',
+    ENABLE_TEST_TOOLS: '1',
+    LOG_LEVEL: 'debug',
+    SETTINGS_CACHE_TTL_MS: '0',
+    OUTBOX_SWEEP_INTERVAL_MS: '200',
+    OUTBOX_GRACE_MS: '1000',
+    LEASE_TTL_MS: '5000',
+    SHUTDOWN_TIMEOUT_MS: '10000',
+    ...options.env,
+  };
+  const config = loadConfig(env);
+  const logs = new CaptureTransport();
+  const transports: Transport[] = [logs];
+  // TEST_LOGS=1 also prints every record, for debugging a failing test.
+  if (process.env.TEST_LOGS === '1') transports.push(new winston.transports.Console());
+  const logger = createLogger({ service: 'test', level: 'debug', transports });
+  const store = new ObjectStore(config.s3);
+  await store.ensureBucket();
+  store.close();
+  const db = createDb({ url: database.url, poolMax: 5 });
+
+  const parts: Stoppable[][] = [];
+  const gateway = await startGateway(config, logger);
+  parts.push(gateway.parts);
+  let worker: RunningWorker | undefined;
+  let relay: RunningRelay | undefined;
+  if (options.relay !== false) {
+    relay = await startRelay(config, logger);
+    parts.push(relay.parts);
+  }
+  const stack: TestStack = {
+    config,
+    db,
+    baseUrl: `http://127.0.0.1:${gateway.port}`,
+    logs,
+    logger,
+    worker,
+    relay,
+    http: () => supertest.agent(`http://127.0.0.1:${gateway.port}`),
+    seed: (o) => seedProject(db, o),
+    audit: () => auditLedger(db),
+    startWorker: async (extra = {}) => {
+      const w = await startWorker(loadConfig({ ...env, ...extra }), logger);
+      stack.worker = w;
+      return w;
+    },
+    stopWorker: async () => {
+      const w = stack.worker;
+      stack.worker = undefined;
+      if (w) for (const p of w.parts) await p.stop();
+    },
+    stop: async () => {
+      await stack.stopWorker();
+      for (const group of parts.reverse()) for (const p of group) await p.stop().catch(() => undefined);
+      await db.destroy();
+      const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'test-cleanup' });
+      await amqp.addSetup(async (conn) => {
+        const ch = await conn.createChannel();
+        await deleteTopology(ch, topologyNames(config.amqpPrefix), new Catalog({ enableTestTools: true }).categories());
+        await ch.close();
+      });
+      await amqp.start();
+      await amqp.stop();
+      await database.drop();
+      await s3.stop();
+    },
+  };
+  if (options.worker !== false) await stack.startWorker();
+  return stack;
+}
+
+export function bearer(secret: string): Record<string, string> {
+  return { Authorization: `Bearer ${secret}` };
+}
+
+/** Polls an execution until `done` holds or the time runs out. */
+export async function waitForExecution(
+  stack: TestStack,
+  secret: string,
+  id: string,
+  done: (e: Record<string, unknown>) => boolean = (e) => ['succeeded', 'failed', 'cancelled', 'needs_review'].includes(e.status as string),
+  timeoutMs = 20_000,
+): Promise<Record<string, unknown>> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await stack.http().get(`/tools/executions/${id}`).set(bearer(secret));
+    if (res.status !== 200) throw new Error(`GET execution: ${res.status} ${JSON.stringify(res.body)}`);
+    if (done(res.body.data)) return res.body.data;
+    if (Date.now() > until) throw new Error(`execution ${id} still ${res.body.data.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function projectBalance(db: Knex, projectId: string): Promise<{ available: number; reserved: number }> {
+  const row = await db('projects').select('available_micros', 'reserved_micros').where({ id: projectId }).first();
+  return { available: row.available_micros, reserved: row.reserved_micros };
+}
