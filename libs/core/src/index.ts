@@ -4,3 +4,4 @@ export * from './states';
 export * from './money';
 export * from './canonical';
 export * from './api-keys';
+export * from './media';

@@ -8,3 +8,4 @@ export * from './executions';
 export * from './outbox';
 export * from './usage';
 export { MIGRATIONS } from './migrations';
+export * from './files';

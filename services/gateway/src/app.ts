@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError, isAppError } from '@tes/core';
 import { countRequest } from '@tes/db';
@@ -8,6 +10,8 @@ import { httpFor } from './errors';
 import { executionRoutes } from './routes/executions';
 import { projectRoutes } from './routes/project';
 import { toolRoutes } from './routes/tools';
+import { UPLOAD_BODY_LIMIT_BYTES, uploadRoutes } from './routes/upload';
+import { RequestLimits } from './rate-limit';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const JSON_BODY_LIMIT = '64kb';
@@ -49,14 +53,28 @@ export function createApp(deps: GatewayDeps): express.Express {
     }
     next();
   });
-  app.use(express.json({ limit: JSON_BODY_LIMIT, strict: true }));
+  // The upload route alone takes a body large enough for 12 MiB of Base64; every other
+  // route refuses bodies over 64 KiB with 413 before parsing them.
+  const jsonParser = express.json({ limit: JSON_BODY_LIMIT, strict: true });
+  const uploadParser = express.json({ limit: UPLOAD_BODY_LIMIT_BYTES, strict: true });
+  app.use((req: Request, res: Response, next: NextFunction) =>
+    (req.path === '/tools/upload' ? uploadParser : jsonParser)(req, res, next),
+  );
 
-  app.use('/tools', authenticate(deps.db), (_req: Request, res: Response, next: NextFunction) => {
+  const openapi = loadOpenApiDocument();
+  app.get('/openapi.json', (_req: Request, res: Response) => {
+    if (!openapi) throw new AppError('route_not_found');
+    res.type('application/json; charset=utf-8').send(openapi);
+  });
+
+  const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute);
+  app.use('/tools', authenticate(deps.db, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
     const auth = res.locals.auth as AuthContext;
     countRequest(deps.db, auth.projectId).catch((err) => deps.logger.warn('gateway.usage.count_failed', { err: (err as Error).message }));
     next();
   });
   app.use(projectRoutes(deps));
+  app.use(uploadRoutes(deps));
   app.use(executionRoutes(deps));
   app.use(toolRoutes(deps));
 
@@ -86,7 +104,7 @@ function toAppError(err: unknown): AppError {
     case 'entity.parse.failed':
       return new AppError('invalid_json');
     case 'entity.too.large':
-      return new AppError('request_too_large', 'request_too_large', { details: { limitBytes: 64 * 1024 } });
+      return new AppError('request_too_large', 'request_too_large', { details: { limitBytes: (err as { limit?: number }).limit } });
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return new AppError('unsupported_media_type');
@@ -100,4 +118,13 @@ function toAppError(err: unknown): AppError {
   const status = e?.status ?? e?.statusCode;
   if (status === 400) return new AppError('invalid_request');
   return new AppError('internal_error');
+}
+
+/** The OpenAPI document beside the package (services/gateway/openapi.json), read once. */
+function loadOpenApiDocument(): string | undefined {
+  try {
+    return readFileSync(path.resolve(__dirname, '../openapi.json'), 'utf8');
+  } catch {
+    return undefined;
+  }
 }

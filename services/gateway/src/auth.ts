@@ -3,15 +3,29 @@ import type { Knex } from 'knex';
 import { AppError, digestsEqual, digestSecret, parseKeySecret, type Scope } from '@tes/core';
 import { findApiKeyByLookupId } from '@tes/db';
 import type { AuthContext } from './context';
+import type { RequestLimits } from './rate-limit';
 
 /**
  * Bearer API-key authentication. The lookup id in the secret finds the row; the SHA-256
  * digest of the presented secret is compared in constant time with the stored digest.
  * Unknown lookup ids still pay for a digest, so timing does not tell which part was wrong.
  */
-export function authenticate(db: Knex) {
+export function authenticate(db: Knex, limits: RequestLimits) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
-    const header = req.get('authorization');
+    const ip = req.ip ?? 'unknown';
+    await limits.checkAuthFailures(ip, res);
+    try {
+      res.locals.auth = await identify(db, req.get('authorization'));
+    } catch (err) {
+      await limits.recordAuthFailure(ip);
+      throw err;
+    }
+    next();
+  };
+}
+
+async function identify(db: Knex, header: string | undefined): Promise<AuthContext> {
+  {
     if (!header) throw new AppError('platform_api_key_missing');
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
     if (!m) throw new AppError('platform_api_key_invalid');
@@ -22,7 +36,7 @@ export function authenticate(db: Knex) {
     if (!key || !digestsEqual(presented, key.digest)) throw new AppError('platform_api_key_invalid');
     if (key.revokedAt) throw new AppError('platform_api_key_revoked');
     if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) throw new AppError('platform_api_key_expired');
-    const auth: AuthContext = {
+    return {
       keyId: key.id,
       keyName: key.name,
       projectId: key.projectId,
@@ -30,9 +44,7 @@ export function authenticate(db: Knex) {
       scopes: key.scopes,
       role: key.role,
     };
-    res.locals.auth = auth;
-    next();
-  };
+  }
 }
 
 export function requireScope(scope: Scope) {

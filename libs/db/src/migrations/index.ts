@@ -4,6 +4,7 @@ import * as m2 from './20261121000002_pricing_settings';
 import * as m3 from './20261121000003_executions';
 import * as m4 from './20261121000004_ledger';
 import * as m5 from './20261121000005_outbox_counters';
+import * as m6 from './20261121000006_rate_limits';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
@@ -12,4 +13,5 @@ export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
   ['20261121000003_executions', m3],
   ['20261121000004_ledger', m4],
   ['20261121000005_outbox_counters', m5],
+  ['20261121000006_rate_limits', m6],
 ];

@@ -1,0 +1,68 @@
+import type { Knex } from 'knex';
+import { newId } from '@tes/core';
+import { iso } from './time';
+
+export interface FileRecord {
+  id: string;
+  projectId: string;
+  sha256: string;
+  format: string;
+  mimeType: string;
+  sizeBytes: number;
+  storageKey: string;
+  expiresAt: string;
+  createdAt: string;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+function toFile(row: any): FileRecord {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    sha256: row.sha256,
+    format: row.format,
+    mimeType: row.mime_type,
+    sizeBytes: row.size_bytes,
+    storageKey: row.storage_key,
+    expiresAt: iso(row.expires_at) as string,
+    createdAt: iso(row.created_at) as string,
+  };
+}
+
+const FILE_COLUMNS = ['id', 'project_id', 'sha256', 'format', 'mime_type', 'size_bytes', 'storage_key', 'expires_at', 'created_at'];
+
+/**
+ * Records an upload. Content is unique per project by sha256: a second upload of the same
+ * bytes returns the first record (same id, same deadline). A record whose deadline has
+ * passed is revived with a new deadline, since its object was (or will be) deleted.
+ */
+export async function recordUpload(
+  db: Knex,
+  input: { projectId: string; sha256: string; format: string; mimeType: string; sizeBytes: number; storageKey: string; retentionMs: number },
+): Promise<{ file: FileRecord; created: boolean }> {
+  const expiresAt = new Date(Date.now() + input.retentionMs);
+  const inserted = await db.raw<{ rows: unknown[] }>(
+    `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, expires_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (project_id, sha256) DO UPDATE
+        SET expires_at = excluded.expires_at, deleted_at = NULL
+      WHERE files.expires_at <= now() OR files.deleted_at IS NOT NULL
+     RETURNING ${FILE_COLUMNS.join(', ')}, (xmax = 0) AS created`,
+    [newId('file'), input.projectId, input.sha256, input.format, input.mimeType, input.sizeBytes, input.storageKey, expiresAt],
+  );
+  const row = inserted.rows[0] as { created: boolean } | undefined;
+  if (row) return { file: toFile(row), created: row.created };
+  const existing = await db('files').select(FILE_COLUMNS).where({ project_id: input.projectId, sha256: input.sha256 }).first();
+  return { file: toFile(existing), created: false };
+}
+
+/** A live file of the project, or null (unknown, another project's, expired or deleted). */
+export async function getLiveFile(db: Knex, projectId: string, id: string): Promise<FileRecord | null> {
+  const row = await db('files')
+    .select(FILE_COLUMNS)
+    .where({ id, project_id: projectId })
+    .whereNull('deleted_at')
+    .andWhere('expires_at', '>', db.fn.now())
+    .first();
+  return row ? toFile(row) : null;
+}

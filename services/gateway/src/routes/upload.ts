@@ -1,0 +1,60 @@
+import { Router } from 'express';
+import { AppError, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
+import { recordUpload } from '@tes/db';
+import { uploadKey } from '@tes/storage';
+import { authOf, requireScope } from '../auth';
+import type { GatewayDeps } from '../context';
+import { compileCheck } from '../validation';
+
+export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
+/** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
+export const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
+export const UPLOAD_RETENTION_MS = 30 * 24 * 3600 * 1000;
+
+const checkUploadBody = compileCheck<{ mimeType: string; data: string }>({
+  type: 'object',
+  additionalProperties: false,
+  required: ['mimeType', 'data'],
+  properties: { mimeType: { type: 'string', minLength: 1, maxLength: 100 }, data: { type: 'string' } },
+});
+
+export function uploadRoutes(deps: GatewayDeps): Router {
+  const router = Router();
+  router.post('/tools/upload', requireScope('tools:execute'), async (req, res) => {
+    const auth = authOf(res);
+    const body = checkUploadBody(req.body);
+    const format = formatForMime(body.mimeType);
+    if (!format) {
+      throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { accepted: ACCEPTED_UPLOAD_MIME_TYPES } });
+    }
+    // Size first: a decoded length above the limit is refused before the bytes are decoded.
+    if (Math.floor((body.data.length * 3) / 4) - 2 > MAX_UPLOAD_BYTES) {
+      throw new AppError('file_too_large', 'file_too_large', { details: { maxBytes: MAX_UPLOAD_BYTES } });
+    }
+    const bytes = decodeBase64Strict(body.data);
+    if (!bytes || bytes.length === 0) throw new AppError('invalid_base64');
+    if (bytes.length > MAX_UPLOAD_BYTES) throw new AppError('file_too_large', 'file_too_large', { details: { maxBytes: MAX_UPLOAD_BYTES } });
+    if (!bytesMatchFormat(bytes, format)) throw new AppError('file_content_mismatch', 'file_content_mismatch', { details: { declared: format } });
+
+    const sha256 = sha256Hex(bytes);
+    const key = uploadKey(auth.projectId, sha256);
+    const mimeType = CANONICAL_MIME[format];
+    // The object is written before the record: its key is the content hash, so a repeat or a
+    // crash in between leaves at worst an identical object, never a record without bytes.
+    await deps.store.put({ key, body: bytes, contentType: mimeType });
+    const { file, created } = await recordUpload(deps.db, {
+      projectId: auth.projectId,
+      sha256,
+      format,
+      mimeType,
+      sizeBytes: bytes.length,
+      storageKey: key,
+      retentionMs: UPLOAD_RETENTION_MS,
+    });
+    deps.logger.info('gateway.upload.stored', { requestId: res.locals.requestId, projectId: auth.projectId, fileId: file.id, format, sizeBytes: bytes.length, created });
+    res.status(200).json({
+      data: { id: file.id, format: file.format, mimeType: file.mimeType, sizeBytes: file.sizeBytes, sha256: file.sha256, expiresAt: file.expiresAt },
+    });
+  });
+  return router;
+}
