@@ -1,0 +1,125 @@
+import { createHash } from 'node:crypto';
+import { bearer, startStack, type TestStack } from '../stack';
+
+let stack: TestStack;
+let secret: string;
+let projectId: string;
+
+beforeAll(async () => {
+  stack = await startStack({ worker: false, relay: false });
+  ({ secret, projectId } = await stack.seed());
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+function expectEnvelope(res: { status: number; headers: Record<string, string>; body: { error?: { status: string; message: string } }; text: string }, http: number, message: string) {
+  expect(res.status).toBe(http);
+  expect(res.headers['cache-control']).toBe('no-store');
+  expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+  expect(res.headers['x-request-id']).toBeTruthy();
+  expect(res.text).not.toMatch(/<html|<!DOCTYPE|at .*\.ts:\d+/i);
+  expect(res.body.error.message).toBe(message);
+}
+
+const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('rest of a png')]);
+
+describe('the envelope on every kind of bad request', () => {
+  it('unknown paths and wrong methods: 404 route_not_found, with or without a key', async () => {
+    expectEnvelope(await stack.http().get('/nope'), 404, 'route_not_found');
+    expectEnvelope(await stack.http().delete('/tools').set(bearer(secret)), 404, 'route_not_found');
+    expectEnvelope(await stack.http().put('/tools/executions').set(bearer(secret)), 404, 'route_not_found');
+    expectEnvelope(await stack.http().get('/tools/a/b/c').set(bearer(secret)), 404, 'route_not_found');
+  });
+
+  it('malformed JSON, wrong content type, a non-object body', async () => {
+    const bad = await stack.http().post('/tools/quote').set({ ...bearer(secret), 'Content-Type': 'application/json' }).send('{"tool": ');
+    expectEnvelope(bad, 400, 'invalid_json');
+    const text = await stack.http().post('/tools/quote').set({ ...bearer(secret), 'Content-Type': 'text/plain' }).send('hello');
+    expectEnvelope(text, 400, 'unsupported_media_type');
+    const arr = await stack.http().post('/tools/quote').set(bearer(secret)).send([1, 2]);
+    expectEnvelope(arr, 400, 'invalid_request');
+  });
+
+  it('bodies over 64 KiB get 413 request_too_large', async () => {
+    const res = await stack.http().post('/tools/quote').set(bearer(secret)).send({ tool: 'image.render', arguments: { text: 'x'.repeat(70_000) } });
+    expectEnvelope(res, 413, 'request_too_large');
+  });
+
+  it('echoes a sane X-Request-Id and replaces an unsafe one', async () => {
+    const ok = await stack.http().get('/tools').set({ ...bearer(secret), 'X-Request-Id': 'client-req-1' });
+    expect(ok.headers['x-request-id']).toBe('client-req-1');
+    const unsafe = await stack.http().get('/tools').set({ ...bearer(secret), 'X-Request-Id': 'bad id <script>' });
+    expect(unsafe.headers['x-request-id']).not.toContain('<');
+  });
+
+  it('bad list queries are invalid_request', async () => {
+    for (const q of ['limit=0', 'limit=101', 'limit=abc', 'status=done', 'before=exe_bad', 'limit=1&limit=2', 'extra=1']) {
+      expectEnvelope(await stack.http().get(`/tools/executions?${q}`).set(bearer(secret)), 400, 'invalid_request');
+    }
+  });
+});
+
+describe('upload', () => {
+  it('stores a file privately; identical content returns the same id and deadline', async () => {
+    const data = PNG.toString('base64');
+    const first = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data });
+    expect(first.status).toBe(200);
+    expect(first.body.data).toMatchObject({ format: 'png', mimeType: 'image/png', sizeBytes: PNG.length, sha256: createHash('sha256').update(PNG).digest('hex') });
+    expect(first.body.data.id).toMatch(/^file_[0-9A-Z]{26}$/);
+    const days = (Date.parse(first.body.data.expiresAt) - Date.now()) / 86_400_000;
+    expect(days).toBeGreaterThan(29.9);
+    expect(days).toBeLessThanOrEqual(30);
+    await new Promise((r) => setTimeout(r, 20));
+    const second = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data });
+    expect(second.status).toBe(200);
+    expect(second.body.data).toEqual(first.body.data);
+    const rows = await stack.db('files').where({ project_id: projectId });
+    expect(rows).toHaveLength(1);
+    expect(rows[0].storage_key).toBe(`projects/${projectId}/uploads/${first.body.data.sha256}`);
+  });
+
+  it('accepts each format by its magic bytes and the WAV aliases', async () => {
+    const samples: [string, Buffer, string][] = [
+      ['image/jpeg', Buffer.from([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3]), 'jpeg'],
+      ['audio/x-wav', Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WAVEfmt ')]), 'wav'],
+      ['audio/mpeg', Buffer.concat([Buffer.from('ID3'), Buffer.alloc(10)]), 'mp3'],
+      ['video/mp4', Buffer.concat([Buffer.alloc(4), Buffer.from('ftypisom'), Buffer.alloc(8)]), 'mp4'],
+    ];
+    for (const [mimeType, bytes, format] of samples) {
+      const res = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType, data: bytes.toString('base64') });
+      expect(res.status).toBe(200);
+      expect(res.body.data.format).toBe(format);
+    }
+  });
+
+  it('refuses bad uploads with their codes and stores nothing', async () => {
+    const other = await stack.seed();
+    const cases: [Record<string, unknown>, number, string][] = [
+      [{ mimeType: 'image/gif', data: 'R0lGODlh' }, 400, 'unsupported_media_type'],
+      [{ mimeType: 'image/png', data: 'not base64!!' }, 400, 'invalid_base64'],
+      [{ mimeType: 'image/png', data: 'iVBORw0KGgo' }, 400, 'invalid_base64'], // bad padding
+      [{ mimeType: 'image/png', data: '' }, 400, 'invalid_base64'],
+      [{ mimeType: 'image/png', data: Buffer.from('GIF89a....').toString('base64') }, 400, 'file_content_mismatch'],
+      [{ mimeType: 'image/png' }, 400, 'invalid_request'],
+      [{ mimeType: 'image/png', data: 'AAAA', extra: 1 }, 400, 'invalid_request'],
+    ];
+    for (const [body, http, message] of cases) expectEnvelope(await stack.http().post('/tools/upload').set(bearer(other.secret)).send(body), http, message);
+    expect(await stack.db('files').where({ project_id: other.projectId })).toHaveLength(0);
+  });
+
+  it('refuses more than 12 MiB decoded, and bodies past the upload limit with 413', async () => {
+    const over = Buffer.concat([PNG, Buffer.alloc(12 * 1024 * 1024 - PNG.length + 3)]);
+    expectEnvelope(await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data: over.toString('base64') }), 400, 'file_too_large');
+    const huge = 'A'.repeat(17 * 1024 * 1024);
+    expectEnvelope(await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data: huge }), 413, 'request_too_large');
+  });
+
+  it('exactly 12 MiB is accepted', async () => {
+    const exact = Buffer.concat([PNG, Buffer.alloc(12 * 1024 * 1024 - PNG.length, 7)]);
+    const res = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data: exact.toString('base64') });
+    expect(res.status).toBe(200);
+    expect(res.body.data.sizeBytes).toBe(12 * 1024 * 1024);
+  });
+});
