@@ -1,0 +1,144 @@
+import { ConfigError, DEFAULTS, loadConfig, type Env } from '@tes/config';
+
+/** The ConfigError `env` produces; fails the test when the config loads. */
+function problemsOf(env: Env): string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError, the config loaded');
+}
+
+describe('loadConfig', () => {
+  it('serves on local defaults with an empty environment', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({
+      nodeEnv: 'development',
+      port: 8080,
+      metricsPort: 9464,
+      databaseUrl: DEFAULTS.DATABASE_URL,
+      amqpUrl: DEFAULTS.AMQP_URL,
+      amqpPrefix: '',
+      workerQueues: ['image', 'audio', 'video', 'test'],
+      enableTestTools: false,
+      rateLimitPerMinute: 120,
+      logLevel: 'info',
+      presignTtlSeconds: 300,
+    });
+    expect(c.s3).toEqual({
+      endpoint: DEFAULTS.S3_ENDPOINT,
+      publicEndpoint: DEFAULTS.S3_ENDPOINT,
+      bucket: DEFAULTS.S3_BUCKET,
+      region: DEFAULTS.S3_REGION,
+      accessKeyId: DEFAULTS.S3_ACCESS_KEY_ID,
+      secretAccessKey: DEFAULTS.S3_SECRET_ACCESS_KEY,
+    });
+    expect(c.providers).toEqual({ replicateApiToken: undefined, openaiApiKey: undefined, falKey: undefined });
+  });
+
+  it('an empty string counts as unset', () => {
+    expect(loadConfig({ PORT: '', DATABASE_URL: '', LOG_LEVEL: '', OPENAI_API_KEY: '' })).toMatchObject({
+      port: 8080,
+      databaseUrl: DEFAULTS.DATABASE_URL,
+      logLevel: 'info',
+      providers: { openaiApiKey: undefined },
+    });
+  });
+
+  it('reads set variables into typed fields', () => {
+    const c = loadConfig({
+      PORT: '3000',
+      DATABASE_URL: 'postgresql://u@db:5432/x',
+      S3_ENDPOINT: 'http://minio:9000',
+      S3_PUBLIC_ENDPOINT: 'https://files.example.com',
+      ENABLE_TEST_TOOLS: 'true',
+      RATE_LIMIT_PER_MINUTE: '100000',
+      LOG_LEVEL: 'debug',
+      PRESIGN_TTL_SECONDS: '60',
+      FAL_KEY: 'fal-123',
+    });
+    expect(c).toMatchObject({ port: 3000, databaseUrl: 'postgresql://u@db:5432/x', enableTestTools: true, rateLimitPerMinute: 100_000 });
+    expect(c).toMatchObject({ logLevel: 'debug', presignTtlSeconds: 60, providers: { falKey: 'fal-123' } });
+    expect(c.s3.endpoint).toBe('http://minio:9000');
+    expect(c.s3.publicEndpoint).toBe('https://files.example.com');
+    expect(loadConfig({ ENABLE_TEST_TOOLS: '0' }).enableTestTools).toBe(false);
+    expect(loadConfig({ ENABLE_TEST_TOOLS: '1' }).enableTestTools).toBe(true);
+  });
+
+  it('lists every bad variable in one ConfigError', () => {
+    const problems = problemsOf({ PORT: 'abc', DATABASE_URL: 'http://x', LOG_LEVEL: 'loud' });
+    expect(problems).toHaveLength(3);
+    expect(problems.find((p) => p.startsWith('PORT'))).toMatch(/whole number.*"abc"/);
+    expect(problems.find((p) => p.startsWith('DATABASE_URL'))).toMatch(/postgres/);
+    expect(problems.find((p) => p.startsWith('LOG_LEVEL'))).toMatch(/loud/);
+    try {
+      loadConfig({ PORT: 'abc', DATABASE_URL: 'http://x', LOG_LEVEL: 'loud' });
+    } catch (err) {
+      // the message an operator reads names all three
+      for (const name of ['PORT', 'DATABASE_URL', 'LOG_LEVEL']) expect((err as Error).message).toContain(`- ${name} `);
+    }
+  });
+
+  it.each([
+    ['PORT', '-1'],
+    ['PORT', '65536'],
+    ['PORT', '80.5'],
+    ['METRICS_PORT', '1e3'],
+    ['AMQP_URL', 'http://rabbit'],
+    ['AMQP_URL', 'not a url'],
+    ['S3_ENDPOINT', 'ftp://s3'],
+    ['S3_PUBLIC_ENDPOINT', 'file:///tmp'],
+    ['ENABLE_TEST_TOOLS', 'maybe'],
+    ['RATE_LIMIT_PER_MINUTE', '0'],
+    ['WORKER_CONCURRENCY', '0'],
+    ['AMQP_PREFIX', 'has space'],
+    ['PRESIGN_TTL_SECONDS', '301'],
+    ['PRESIGN_TTL_SECONDS', '3600'],
+    ['PRESIGN_TTL_SECONDS', '0'],
+  ])('rejects %s=%s', (name, value) => {
+    const problems = problemsOf({ [name]: value });
+    expect(problems[0]).toMatch(new RegExp(`^${name} `));
+    // only the variable itself, or one that defaults to it (S3_PUBLIC_ENDPOINT <- S3_ENDPOINT)
+    for (const p of problems) expect(p).toMatch(new RegExp(`^(${name}|S3_PUBLIC_ENDPOINT) `));
+  });
+
+  it('accepts the presign TTL bound itself', () => {
+    expect(loadConfig({ PRESIGN_TTL_SECONDS: '300' }).presignTtlSeconds).toBe(300);
+    expect(loadConfig({ PRESIGN_TTL_SECONDS: '1' }).presignTtlSeconds).toBe(1);
+  });
+
+  it('parses WORKER_QUEUES as a trimmed, comma-separated list of categories', () => {
+    expect(loadConfig({ WORKER_QUEUES: 'image' }).workerQueues).toEqual(['image']);
+    expect(loadConfig({ WORKER_QUEUES: ' image , test,,audio ' }).workerQueues).toEqual(['image', 'test', 'audio']);
+    expect(loadConfig({ WORKER_QUEUES: 'video-hd,a1' }).workerQueues).toEqual(['video-hd', 'a1']);
+    expect(problemsOf({ WORKER_QUEUES: 'image,Audio' })).toEqual([expect.stringContaining('"Audio"')]);
+    expect(problemsOf({ WORKER_QUEUES: 'image,au dio,1x' })).toHaveLength(2);
+  });
+
+  it('returns a deeply frozen object', () => {
+    const c = loadConfig({});
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.s3)).toBe(true);
+    expect(Object.isFrozen(c.workerQueues)).toBe(true);
+    expect(Object.isFrozen(c.providers)).toBe(true);
+    // test files are ES modules in strict mode: writing to a frozen object throws
+    expect(() => {
+      (c as { port: number }).port = 1;
+    }).toThrow(TypeError);
+    expect(() => (c.workerQueues as string[]).push('x')).toThrow(TypeError);
+    expect(c.port).toBe(8080);
+  });
+
+  it('does not read process.env when given an env', () => {
+    const saved = process.env.PORT;
+    process.env.PORT = 'not-a-port';
+    try {
+      expect(loadConfig({}).port).toBe(8080);
+    } finally {
+      if (saved === undefined) delete process.env.PORT;
+      else process.env.PORT = saved;
+    }
+  });
+});
