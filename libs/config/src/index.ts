@@ -107,13 +107,14 @@ export function loadConfig(env: Env = process.env): Config {
 
   const logLevel = str('LOG_LEVEL', 'info');
   if (!['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'].includes(logLevel)) {
-    problems.push(`LOG_LEVEL must be one of error, warn, info, debug; got "${logLevel}"`);
+    problems.push(`LOG_LEVEL must be one of error, warn, info, http, verbose, debug, silly; got "${logLevel}"`);
   }
   const s3Endpoint = url('S3_ENDPOINT', DEFAULTS.S3_ENDPOINT, ['http:', 'https:']);
   const workerQueues = str('WORKER_QUEUES', DEFAULTS.WORKER_QUEUES)
     .split(',')
     .map((q) => q.trim())
     .filter(Boolean);
+  if (workerQueues.length === 0) problems.push('WORKER_QUEUES must name at least one category');
   for (const q of workerQueues) {
     if (!/^[a-z][a-z0-9-]*$/.test(q)) problems.push(`WORKER_QUEUES has an invalid category "${q}"`);
   }

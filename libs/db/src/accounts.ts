@@ -37,7 +37,7 @@ export async function createProject(
   input: { organizationId: string; name: string; monthlyCapMicros?: number | null },
 ): Promise<{ id: string }> {
   const org = await db('organizations').select('id').where({ id: input.organizationId }).first();
-  if (!org) throw new Error(`organization ${input.organizationId} not found`);
+  if (!org) throw new AppError('invalid_request', `organization ${input.organizationId} not found`);
   const id = newId('prj');
   await db('projects').insert({
     id,
@@ -86,7 +86,7 @@ export async function createApiKey(
   input: { projectId: string; name: string; scopes: Scope[]; role: Role; expiresAt?: Date | null; secret: string; lookupId: string },
 ): Promise<CreatedKey> {
   const project = await db('projects').select('id').where({ id: input.projectId }).first();
-  if (!project) throw new Error(`project ${input.projectId} not found`);
+  if (!project) throw new AppError('invalid_request', `project ${input.projectId} not found`);
   const id = newId('key');
   await db('api_keys').insert({
     id,
@@ -142,7 +142,7 @@ export async function creditBalance(
       .increment('available_micros', input.micros)
       .returning(['available_micros']);
     const row = rows[0];
-    if (!row) throw new Error(`project ${input.projectId} not found`);
+    if (!row) throw new AppError('invalid_request', `project ${input.projectId} not found`);
     await postJournal(trx, {
       projectId: input.projectId,
       kind: 'credit',

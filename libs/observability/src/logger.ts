@@ -32,7 +32,8 @@ export function redactText(text: string): string {
 export function redactValue(value: unknown, depth = 0): unknown {
   if (depth > 8) return '[truncated]';
   if (typeof value === 'string') return redactText(value);
-  if (Buffer.isBuffer(value)) return `[${value.length} bytes]`;
+  if (ArrayBuffer.isView(value)) return `[${value.byteLength} bytes]`;
+  if (value instanceof ArrayBuffer) return `[${value.byteLength} bytes]`;
   if (Array.isArray(value)) return value.map((v) => redactValue(v, depth + 1));
   if (value instanceof Error) {
     return { name: value.name, message: redactText(value.message), stack: value.stack ? redactText(value.stack) : undefined };
@@ -52,16 +53,14 @@ export function redactValue(value: unknown, depth = 0): unknown {
  * bearer tokens, presigned URLs and file contents never leave the process in a log.
  */
 export const redactFormat = winston.format((info) => {
-  const LEVEL = Symbol.for('level');
-  const MESSAGE = Symbol.for('message');
-  for (const key of Object.keys(info)) {
+  // A copy (symbol keys included): when a caller logs one object, winston uses that very
+  // object as the record, and redacting in place would change the caller's data.
+  const out = Object.assign({}, info) as Record<string, unknown>;
+  for (const key of Object.keys(out)) {
     if (key === 'level') continue;
-    const v = (info as Record<string, unknown>)[key];
-    (info as Record<string, unknown>)[key] = SECRET_FIELDS.has(key.toLowerCase()) ? '[redacted]' : redactValue(v);
+    out[key] = SECRET_FIELDS.has(key.toLowerCase()) ? '[redacted]' : redactValue(out[key]);
   }
-  void LEVEL;
-  void MESSAGE;
-  return info;
+  return out as typeof info;
 });
 
 export interface LoggerOptions {

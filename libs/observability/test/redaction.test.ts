@@ -104,4 +104,23 @@ describe('log redaction', () => {
     expect(meta.headers.authorization).toBe(`Bearer ${SECRET}`);
     expect(Buffer.isBuffer(meta.file)).toBe(true);
   });
+
+  it('typed arrays are replaced by their size, like Buffers', () => {
+    const { log, capture } = capturing();
+    log.info('worker.file', { list: [new Uint8Array([104, 105, 33])], raw: new Uint8Array([1, 2]).buffer });
+    expect(capture.text()).not.toMatch(/"0":104/);
+    expect(capture.text()).toContain('[3 bytes]');
+    expect(capture.text()).toContain('[2 bytes]');
+  });
+
+  it("redacts a copy: logging a single object leaves the caller's object as it was", () => {
+    const { log, capture } = capturing();
+    const record = { message: 'gateway.presigned', url: PRESIGNED, secret: SECRET };
+    log.info(record);
+    expect(record.url).toBe(PRESIGNED);
+    expect(record.secret).toBe(SECRET);
+    expect(capture.text()).not.toContain(SIGNATURE);
+    expect(capture.text()).not.toContain(SECRET);
+  });
 });
+

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
+import { isAppError } from '@tes/core';
 import { COMMANDS, UsageError, type CommandSpec } from './commands';
 
 export interface CliIo {
@@ -79,7 +80,8 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Pr
     if (command.name === 'ledger audit' && !(result as { ok: boolean }).ok) return 1;
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) {
+    // Input the database refused (an unknown id): a usage error, like the checks above.
+    if (err instanceof UsageError || (isAppError(err) && err.code === 'invalid_request')) {
       io.err(JSON.stringify({ error: err.message }));
       return 2;
     }

@@ -260,4 +260,18 @@ describe('operator flow', () => {
     expect(JSON.parse(missing.err).error).toMatch(/not found/);
     expect((await cli('execution', 'resolve', '--execution', newId('exe'), '--status', 'done', '--charge-micros', '0')).code).toBe(2);
   });
+
+  it('an unknown organization or project is a usage error (exit 2), not a failure', async () => {
+    const cases = [
+      ['project', 'create', '--org', newId('org'), '--name', 'x'],
+      ['key', 'create', '--project', newId('prj'), '--name', 'x', '--scopes', 'tools:read'],
+      ['balance', 'credit', '--project', newId('prj'), '--micros', '5'],
+      ['cap', 'set', '--project', newId('prj'), '--micros', '5'],
+    ];
+    for (const argv of cases) {
+      const r = await cli(...argv);
+      expect(r.code).toBe(2);
+      expect(JSON.parse(r.err).error).toMatch(/not found/);
+    }
+  });
 });
