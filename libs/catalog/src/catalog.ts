@@ -3,7 +3,7 @@ import addFormats from 'ajv-formats';
 import { AppError } from '@tes/core';
 import { imageRender } from './tools/image-render';
 import { testSleep } from './tools/test-sleep';
-import type { ModelPrice, PriceList, Quote, StepPlan, ToolDefinition } from './types';
+import type { ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
 export interface CatalogOptions {
   enableTestTools: boolean;
@@ -18,6 +18,15 @@ export interface ResolvedInput {
 }
 
 const MAX_REPORTED_ERRORS = 20;
+const NONE: Unavailable = new Set();
+
+export function modelKey(tool: string, model: string): string {
+  return `${tool}:${model}`;
+}
+
+function isAvailable(tool: ToolDefinition, m: ModelDefinition, unavailable: Unavailable): boolean {
+  return m.available && !unavailable.has(modelKey(tool.name, m.id));
+}
 
 /**
  * The tool catalog shared by gateway and worker: definitions, validation (ajv, JSON Schema
@@ -48,18 +57,20 @@ export class Catalog {
    * Validates arguments against the tool's inputSchema and picks the model.
    * Throws tool_not_found, invalid_arguments or model_unavailable.
    */
-  resolve(toolName: string, args: unknown): ResolvedInput {
+  resolve(toolName: string, args: unknown, unavailable: Unavailable = NONE): ResolvedInput {
     const tool = this.tools.get(toolName);
     if (!tool) throw new AppError('tool_not_found', 'tool_not_found', { details: { tool: toolName } });
-    if (!tool.models.some((m) => m.available)) throw new AppError('tool_unavailable', 'tool_unavailable', { details: { tool: toolName } });
+    if (!tool.models.some((m) => isAvailable(tool, m, unavailable))) {
+      throw new AppError('tool_unavailable', 'tool_unavailable', { details: { tool: toolName } });
+    }
     const copy = structuredClone(args) as Record<string, unknown>;
     const validate = this.validators.get(tool.name)!;
     if (!validate(copy)) {
       throw new AppError('invalid_arguments', 'invalid_arguments', { details: { errors: formatErrors(validate.errors ?? []) } });
     }
     const requested = typeof copy.model === 'string' ? copy.model : undefined;
-    const model = requested ? tool.models.find((m) => m.id === requested) : tool.models.find((m) => m.available);
-    if (!model || !model.available) throw new AppError('model_unavailable', 'model_unavailable', { details: { model: requested ?? null } });
+    const model = requested ? tool.models.find((m) => m.id === requested) : tool.models.find((m) => isAvailable(tool, m, unavailable));
+    if (!model || !isAvailable(tool, model, unavailable)) throw new AppError('model_unavailable', 'model_unavailable', { details: { model: requested ?? null } });
     copy.model = model.id;
     return { tool, model: model.id, arguments: copy, plan: tool.plan(copy) };
   }
@@ -90,7 +101,7 @@ export class Catalog {
   }
 
   /** The public catalog (`GET /tools` data). */
-  describe(prices: PriceList, priceVersion: string, executionEnabled: boolean): Record<string, unknown> {
+  describe(prices: PriceList, priceVersion: string, executionEnabled: boolean, unavailable: Unavailable = NONE): Record<string, unknown> {
     return {
       priceVersion,
       currency: 'usd',
@@ -101,7 +112,7 @@ export class Catalog {
           return {
             id: m.id,
             description: m.description,
-            available: m.available && price !== undefined,
+            available: isAvailable(tool, m, unavailable) && price !== undefined,
             example: m.example,
             price: price ? { description: tool.describePrice(price) } : null,
           };

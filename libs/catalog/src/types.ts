@@ -16,8 +16,23 @@ export interface ModelDefinition {
   id: string;
   description: string;
   example: Record<string, unknown>;
-  /** Whether what the model needs (a program, a provider credential) is configured. */
+  /** Whether what the model needs (a provider credential) is configured. */
   available: boolean;
+  /**
+   * Programs a worker needs on its machine to run this model (e.g. ffmpeg, espeak-ng).
+   * Workers report whether they have them; a model whose programs the workers lack is
+   * shown unavailable instead of failing at run time.
+   */
+  requires?: readonly string[];
+}
+
+/** A file a tool reads, named by an uploaded file's id in its arguments. */
+export interface InputFileRef {
+  fileId: string;
+  /** Upload formats the tool accepts here. */
+  formats: readonly ('jpeg' | 'png' | 'wav' | 'mp3' | 'mp4')[];
+  /** Where in the arguments, as a JSON pointer (for error details). */
+  pointer: string;
 }
 
 export interface StepPlan {
@@ -56,7 +71,12 @@ export interface ToolDefinition {
   maximumCharge?(args: Record<string, unknown>, price: ModelPrice): number;
   /** Ordered steps the worker runs for this input. */
   plan(args: Record<string, unknown>): StepPlan[];
+  /** Uploaded files the input names; checked to exist in the project before quoting. */
+  inputFiles?(args: Record<string, unknown>): InputFileRef[];
 }
+
+/** Models the workers reported they cannot run, as "tool:model" keys. */
+export type Unavailable = ReadonlySet<string>;
 
 export interface Quote {
   tool: string;

@@ -86,6 +86,7 @@ export type ExecutionErrorCode =
   | 'artifact_too_large'
   | 'step_timeout'
   | 'delivery_limit_exceeded'
+  | 'tool_unavailable'
   | 'internal_error';
 
 /** Thrown by a tool step to fail its execution with a stable errorCode. */

@@ -47,3 +47,24 @@ export async function setExecutionEnabled(db: Knex, enabled: boolean): Promise<v
     .onConflict('key')
     .merge();
 }
+
+export interface CapabilityReport {
+  tool: string;
+  model: string;
+  available: boolean;
+  missing: string[];
+}
+
+export async function reportCapabilities(db: Knex, workerId: string, reports: CapabilityReport[]): Promise<void> {
+  if (reports.length === 0) return;
+  await db('tool_capabilities')
+    .insert(reports.map((r) => ({ tool: r.tool, model: r.model, available: r.available, missing: r.missing, reported_by: workerId, reported_at: db.fn.now() })))
+    .onConflict(['tool', 'model'])
+    .merge();
+}
+
+/** "tool:model" keys the latest worker reports say cannot run. */
+export async function getUnavailableModels(db: Knex): Promise<Set<string>> {
+  const rows = await db('tool_capabilities').select('tool', 'model').where({ available: false });
+  return new Set(rows.map((r: { tool: string; model: string }) => `${r.tool}:${r.model}`));
+}

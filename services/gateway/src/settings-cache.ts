@@ -1,12 +1,14 @@
 import type { Knex } from 'knex';
 import type { PriceList } from '@tes/catalog';
 import { DEFAULT_PRICE_LIST } from '@tes/catalog';
-import { getCurrentPriceVersion, getExecutionEnabled, publishPrices } from '@tes/db';
+import { getCurrentPriceVersion, getExecutionEnabled, getUnavailableModels, publishPrices } from '@tes/db';
 
 export interface CurrentSettings {
   priceVersion: string;
   prices: PriceList;
   executionEnabled: boolean;
+  /** Models the workers reported they cannot run ("tool:model"). */
+  unavailable: ReadonlySet<string>;
 }
 
 /**
@@ -41,8 +43,8 @@ export class SettingsCache {
       await publishPrices(this.db, DEFAULT_PRICE_LIST);
       current = await getCurrentPriceVersion(this.db);
     }
-    const executionEnabled = await getExecutionEnabled(this.db);
-    this.value = { priceVersion: current!.version, prices: current!.prices as PriceList, executionEnabled };
+    const [executionEnabled, unavailable] = await Promise.all([getExecutionEnabled(this.db), getUnavailableModels(this.db)]);
+    this.value = { priceVersion: current!.version, prices: current!.prices as PriceList, executionEnabled, unavailable };
     this.loadedAt = Date.now();
     return this.value;
   }

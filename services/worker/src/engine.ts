@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Catalog, PriceList } from '@tes/catalog';
 import { isAppError, MAX_STEPS, newId, sha256Hex, StepError } from '@tes/core';
@@ -6,6 +9,7 @@ import {
   claimExecution,
   finishStep,
   getPriceVersion,
+  getLiveFile,
   getSteps,
   isConnectionError,
   markNeedsReview,
@@ -21,7 +25,8 @@ import {
 import type { Disposition } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
-import type { StepResult, ToolRunner } from './runner';
+import { hasProgram } from './programs';
+import type { InputFile, StepResult, ToolRunner } from './runner';
 
 export const ARTIFACT_RETENTION_MS = 30 * 24 * 3600 * 1000;
 const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
@@ -86,8 +91,9 @@ export class StepEngine {
     }
     const log = { executionId, projectId: execution.projectId, tool: execution.tool, attempt: execution.attempts };
     logger.info('worker.execution.claimed', log);
+    const workDir = await mkdtemp(path.join(os.tmpdir(), `tes-${executionId}-`));
     try {
-      await this.run(execution);
+      await this.run(execution, workDir);
       return 'ack';
     } catch (err) {
       if (err instanceof LeaseLost) {
@@ -106,10 +112,12 @@ export class StepEngine {
         return 'retry';
       }
       throw err;
+    } finally {
+      await rm(workDir, { recursive: true, force: true });
     }
   }
 
-  private async run(e: ExecutionRecord): Promise<void> {
+  private async run(e: ExecutionRecord, workDir: string): Promise<void> {
     const { db, catalog, logger, workerId } = this.deps;
     const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
     const tool = catalog.get(e.tool);
@@ -117,6 +125,13 @@ export class StepEngine {
     const prices = await this.prices(e.priceVersion);
     if (!tool || !runner) {
       await this.settle(e, 'failed', [], { errorCode: 'internal_error', errorMessage: `this worker cannot run ${e.tool}` });
+      return;
+    }
+    const missing = (tool.models.find((m) => m.id === e.model)?.requires ?? []).filter((p) => !hasProgram(p));
+    if (missing.length > 0) {
+      // Nothing ran, nothing is charged; the catalog shows the model unavailable once a
+      // worker without the programs has reported at start.
+      await this.settle(e, 'failed', [], { errorCode: 'tool_unavailable', errorMessage: `this worker lacks ${missing.join(', ')}` });
       return;
     }
     const plan = tool.plan(e.arguments);
@@ -147,7 +162,7 @@ export class StepEngine {
 
       let result: StepResult;
       try {
-        result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices);
+        result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices, workDir);
       } catch (err) {
         if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
         const failure = err instanceof StepError ? err : null;
@@ -197,6 +212,7 @@ export class StepEngine {
     timeoutMs: number,
     previous: StepRecord[],
     prices: PriceList,
+    workDir: string,
   ): Promise<StepResult> {
     const { db, workerId, leaseTtlMs } = this.deps;
     const controller = new AbortController();
@@ -223,6 +239,8 @@ export class StepEngine {
         signal: controller.signal,
         previous,
         prices,
+        workDir,
+        inputFile: (fileId) => this.fetchInput(e, fileId, workDir, controller.signal),
         catalog: this.deps.catalog,
         store: this.deps.store,
         logger: this.deps.logger,
@@ -237,6 +255,16 @@ export class StepEngine {
       clearInterval(renew);
       this.shutdown.signal.removeEventListener('abort', onShutdown);
     }
+  }
+
+  private async fetchInput(e: ExecutionRecord, fileId: string, workDir: string, signal: AbortSignal): Promise<InputFile> {
+    // Scoped to the execution's project: a file id of another project does not resolve.
+    const file = await getLiveFile(this.deps.db, e.projectId, fileId);
+    if (!file) throw new StepError('invalid_input_file', `input file ${fileId} is no longer available`);
+    const bytes = await this.deps.store.get(file.storageKey, signal);
+    const target = path.join(workDir, `${file.id}.${file.format}`);
+    await writeFile(target, bytes);
+    return { path: target, format: file.format, sizeBytes: bytes.length };
   }
 
   private async storeFiles(e: ExecutionRecord, index: number, result: StepResult): Promise<NewArtifact[]> {

@@ -30,9 +30,22 @@ export interface StepContext {
   /** Steps already recorded for this execution (checkpoints of earlier steps). */
   previous: StepRecord[];
   prices: PriceList;
+  /** A private temporary folder for this attempt, removed when the execution stops here. */
+  workDir: string;
+  /**
+   * Downloads an uploaded file of the execution's project into workDir. Fails the step with
+   * invalid_input_file when the file is gone (expired or deleted since the submit).
+   */
+  inputFile(fileId: string): Promise<InputFile>;
   catalog: Catalog;
   store: ObjectStore;
   logger: Logger;
+}
+
+export interface InputFile {
+  path: string;
+  format: string;
+  sizeBytes: number;
 }
 
 /** The worker-side implementation of a catalog tool: runs one named step at a time. */

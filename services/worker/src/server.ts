@@ -1,11 +1,12 @@
 import { Catalog } from '@tes/catalog';
 import type { Config } from '@tes/config';
-import { createDb } from '@tes/db';
+import { createDb, reportCapabilities } from '@tes/db';
 import { AmqpClient, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { newWorkerId, StepEngine } from './engine';
 import { RUNNERS } from './tools';
+import { hasProgram } from './programs';
 
 export interface RunningWorker {
   workerId: string;
@@ -27,6 +28,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   const workerId = newWorkerId();
   const engine = new StepEngine({ db, catalog, store, runners: RUNNERS, logger, metrics, leaseTtlMs: config.leaseTtlMs, workerId });
   const names = topologyNames(config.amqpPrefix);
+  await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));
   const categories = config.workerQueues.filter((c) => catalog.categories().includes(c));
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: `tes-worker-${workerId}` });
   await amqp.addSetup(topologySetup(names, catalog.categories()));
@@ -77,4 +79,17 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
       { name: 'db', stop: () => db.destroy() },
     ],
   };
+}
+
+/** Per model this worker would run: whether the programs it needs are on this machine. */
+function probeCapabilities(catalog: Catalog, categories: readonly string[]) {
+  const reports = [];
+  for (const tool of catalog.tools.values()) {
+    if (!categories.includes(tool.category)) continue;
+    for (const m of tool.models) {
+      const missing = (m.requires ?? []).filter((p) => !hasProgram(p));
+      reports.push({ tool: tool.name, model: m.id, available: missing.length === 0, missing });
+    }
+  }
+  return reports;
 }

@@ -5,6 +5,7 @@ import * as m3 from './20261121000003_executions';
 import * as m4 from './20261121000004_ledger';
 import * as m5 from './20261121000005_outbox_counters';
 import * as m6 from './20261121000006_rate_limits';
+import * as m7 from './20261121000007_tool_capabilities';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
@@ -14,4 +15,5 @@ export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
   ['20261121000004_ledger', m4],
   ['20261121000005_outbox_counters', m5],
   ['20261121000006_rate_limits', m6],
+  ['20261121000007_tool_capabilities', m7],
 ];

@@ -1,6 +1,8 @@
 import { Router, type Request, type Response } from 'express';
 import { AppError, canonicalJson, newId, sha256Hex } from '@tes/core';
-import { findByIdempotencyKey, getSteps, submitExecution, type ExecutionRecord } from '@tes/db';
+import { findByIdempotencyKey, getLiveFile, getSteps, submitExecution, type ExecutionRecord } from '@tes/db';
+import type { ResolvedInput } from '@tes/catalog';
+import type { Knex } from 'knex';
 import { isTerminal } from '@tes/core';
 import { authOf, requireScope } from '../auth';
 import type { GatewayDeps } from '../context';
@@ -41,13 +43,14 @@ export function toolRoutes(deps: GatewayDeps): Router {
 
   router.get('/tools', requireScope('tools:read'), async (_req, res) => {
     const s = await settings.get();
-    res.json({ data: catalog.describe(s.prices, s.priceVersion, s.executionEnabled) });
+    res.json({ data: catalog.describe(s.prices, s.priceVersion, s.executionEnabled, s.unavailable) });
   });
 
   router.post('/tools/quote', requireScope('tools:read'), async (req, res) => {
     const body = checkQuoteBody(req.body);
     const s = await settings.get();
-    const input = catalog.resolve(body.tool, body.arguments);
+    const input = catalog.resolve(body.tool, body.arguments, s.unavailable);
+    await checkInputFiles(db, authOf(res).projectId, input);
     res.json({ data: catalog.quote(input, s.prices, s.priceVersion) });
   });
 
@@ -71,7 +74,8 @@ export function toolRoutes(deps: GatewayDeps): Router {
 
     const s = await settings.get();
     if (!s.executionEnabled) throw new AppError('execution_disabled', 'execution_disabled', { retryable: true });
-    const input = catalog.resolve(pathTool, body.arguments);
+    const input = catalog.resolve(pathTool, body.arguments, s.unavailable);
+    await checkInputFiles(db, auth.projectId, input);
     const quote = catalog.quote(input, s.prices, s.priceVersion);
     if (body.priceVersion !== s.priceVersion) {
       throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: s.priceVersion } });
@@ -125,5 +129,22 @@ async function replay(deps: GatewayDeps, res: Response, e: ExecutionRecord, keyI
     res.status(200).json({ data: publicExecution(e, steps) });
   } else {
     res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${e.id}` }).json({ data: publicExecution(e, steps) });
+  }
+}
+
+/**
+ * Every uploaded file the arguments name must be a live file of the caller's project, in a
+ * format the tool takes there. Another project's file id is indistinguishable from an
+ * unknown one.
+ */
+async function checkInputFiles(db: Knex, projectId: string, input: ResolvedInput): Promise<void> {
+  for (const ref of input.tool.inputFiles?.(input.arguments) ?? []) {
+    const file = await getLiveFile(db, projectId, ref.fileId);
+    if (!file) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: ref.fileId, instancePath: ref.pointer } });
+    if (!(ref.formats as readonly string[]).includes(file.format)) {
+      throw new AppError('invalid_arguments', 'invalid_arguments', {
+        details: { errors: [{ instancePath: ref.pointer, keyword: 'fileFormat', message: `must be an uploaded ${ref.formats.join(' or ')} file`, params: { format: file.format } }] },
+      });
+    }
   }
 }
