@@ -2,3 +2,4 @@ export * from './embedded-s3';
 export * from './database';
 export * from './logs';
 export * from './seed';
+export * from './openapi';

@@ -1,0 +1,530 @@
+import Ajv2020 from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { Catalog, DEFAULT_PRICE_LIST, type PriceList } from '@tes/catalog';
+import { ERROR_CODES, newId, type ErrorCode } from '@tes/core';
+import type { ExecutionRecord, StepRecord } from '@tes/db';
+import { httpFor } from '../../../services/gateway/src/errors';
+import { publicExecution } from '../../../services/gateway/src/serialize';
+import { escapePointer, loadOpenApi, OpenApiValidator, OPENAPI_PATH, type OpenApiDocument, type ResponseHeaders } from '../src/openapi';
+
+const doc = loadOpenApi();
+const validator = new OpenApiValidator(doc);
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Every `$ref` in the document with the JSON pointer where it occurs. */
+function refs(node: unknown, at = '#'): { at: string; ref: string }[] {
+  if (Array.isArray(node)) return node.flatMap((v, i) => refs(v, `${at}/${i}`));
+  if (!isObj(node)) return [];
+  const own = typeof node.$ref === 'string' ? [{ at, ref: node.$ref }] : [];
+  return [...own, ...Object.entries(node).flatMap(([k, v]) => refs(v, `${at}/${escapePointer(k)}`))];
+}
+
+function deref(pointer: string): { pointer: string; value: Obj } {
+  let current = pointer;
+  for (;;) {
+    const value = validator.resolvePointer(current);
+    if (!isObj(value)) throw new Error(`${current} does not resolve to an object`);
+    if (typeof value.$ref !== 'string') return { pointer: current, value };
+    current = value.$ref;
+  }
+}
+
+interface Op {
+  template: string;
+  method: string;
+  pointer: string;
+  operation: Obj;
+}
+const operations: Op[] = Object.entries(doc.paths).flatMap(([template, item]) =>
+  METHODS.filter((m) => isObj(item[m])).map((method) => ({
+    template,
+    method,
+    pointer: `#/paths/${escapePointer(template)}/${method}`,
+    operation: item[method] as Obj,
+  })),
+);
+const needsAuth = (op: Op) => ((op.operation.security ?? doc.security) as unknown[]).length > 0;
+
+/** The (error.status, error.message) pairs an error response schema allows. */
+function errorPairs(responsePointer: string): { status: string; message: string }[] {
+  const schema = deref(`${deref(responsePointer).pointer}/content/application~1json/schema`).value;
+  const narrow = ((schema.allOf as Obj[])[1]!.properties as Obj).error as Obj;
+  const branches = (narrow.anyOf as Obj[] | undefined) ?? [narrow];
+  return branches.flatMap((b) => {
+    const props = b.properties as { status: { enum: string[] }; message: { enum: string[] } };
+    return props.status.enum.flatMap((status) => props.message.enum.map((message) => ({ status, message })));
+  });
+}
+
+/** Every JSON schema location of the document (components, media types, headers, parameters). */
+function schemaPointers(): string[] {
+  const out = Object.keys((doc.components as Obj).schemas as Obj).map((n) => `#/components/schemas/${escapePointer(n)}`);
+  const walk = (node: unknown, at: string, parentKey: string | undefined): void => {
+    if (!isObj(node)) return;
+    for (const [k, v] of Object.entries(node)) {
+      const here = `${at}/${escapePointer(k)}`;
+      // `schema` of a media type, header or parameter object (not a property called "schema").
+      if (k === 'schema' && isObj(v) && parentKey !== 'properties') out.push(here);
+      else if (k !== 'schemas') walk(v, here, k);
+    }
+  };
+  walk(doc.paths, '#/paths', undefined);
+  walk(doc.components, '#/components', undefined);
+  return out;
+}
+
+describe('the OpenAPI document', () => {
+  it('is an OpenAPI 3.1 document with the 2020-12 dialect and bearer security', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc.jsonSchemaDialect).toBe('https://json-schema.org/draft/2020-12/schema');
+    expect(doc.info).toEqual(expect.objectContaining({ title: expect.any(String), version: expect.any(String) }));
+    expect(OPENAPI_PATH).toMatch(/services[/\\]gateway[/\\]openapi\.json$/);
+    expect(doc.security).toEqual([{ bearerAuth: [] }]);
+    expect((doc.components as Obj).securitySchemes).toEqual({ bearerAuth: expect.objectContaining({ type: 'http', scheme: 'bearer' }) });
+    expect((doc.paths['/openapi.json']!.get as Obj).security).toEqual([]);
+  });
+
+  it('describes exactly the public paths', () => {
+    expect(operations.map((o) => `${o.method.toUpperCase()} ${o.template}`).sort()).toEqual(
+      [
+        'GET /openapi.json',
+        'GET /tools',
+        'GET /tools/executions',
+        'GET /tools/executions/{id}',
+        'GET /tools/executions/{id}/artifacts/{artifactId}/download',
+        'GET /tools/project',
+        'GET /tools/usage',
+        'POST /tools/executions/{id}/cancel',
+        'POST /tools/quote',
+        'POST /tools/upload',
+        'POST /tools/{tool}',
+      ].sort(),
+    );
+  });
+
+  it('every $ref resolves inside the document', () => {
+    const all = refs(doc);
+    expect(all.length).toBeGreaterThan(100);
+    const broken = all.filter(({ ref }) => !ref.startsWith('#/') || validator.resolvePointer(ref) === undefined);
+    expect(broken).toEqual([]);
+  });
+
+  it('every component is used', () => {
+    const used = new Set(refs(doc).map((r) => r.ref));
+    const components = doc.components as Record<string, Obj>;
+    const unused = ['schemas', 'responses', 'headers', 'parameters'].flatMap((kind) =>
+      Object.keys(components[kind] ?? {})
+        .map((name) => `#/components/${kind}/${name}`)
+        .filter((p) => !used.has(p)),
+    );
+    expect(unused).toEqual([]);
+  });
+
+  it('every schema compiles with ajv (2020-12), also in strict mode', () => {
+    const pointers = schemaPointers();
+    expect(pointers.length).toBeGreaterThan(50);
+    for (const p of pointers) expect(() => validator.schemaValidator(p)).not.toThrow();
+
+    // Strict mode catches misspelt keywords (strict: false above would ignore them).
+    const strict = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true });
+    addFormats(strict);
+    // The document's own fields are not schema keywords: declare them so strict mode only
+    // judges the schemas inside.
+    strict.addVocabulary(Object.keys(doc));
+    strict.addSchema({ ...structuredClone(doc), $id: 'https://strict.invalid/openapi.json' });
+    const failures: string[] = [];
+    for (const p of pointers) {
+      try {
+        strict.compile({ $ref: `https://strict.invalid/openapi.json${p}` });
+      } catch (err) {
+        failures.push(`${p}: ${(err as Error).message}`);
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it('every operation has a unique operationId, a summary, responses and its path parameters', () => {
+    const ids = operations.map((o) => o.operation.operationId);
+    expect(ids.every((id) => typeof id === 'string' && /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const op of operations) {
+      expect(typeof op.operation.summary).toBe('string');
+      expect(Object.keys(op.operation.responses as Obj).length).toBeGreaterThan(0);
+      const params = ((op.operation.parameters as Obj[]) ?? []).map((p) => (isObj(p) && typeof p.$ref === 'string' ? deref(p.$ref as string).value : p));
+      const declared = params.filter((p) => p.in === 'path').map((p) => p.name);
+      const inTemplate = [...op.template.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+      expect({ op: op.template, declared: [...declared].sort() }).toEqual({ op: op.template, declared: [...inTemplate].sort() });
+      for (const p of params.filter((p) => p.in === 'path')) expect(p.required).toBe(true);
+      for (const p of params) expect(['path', 'query', 'header', 'cookie']).toContain(p.in);
+      // every response: a description and the headers every response carries
+      for (const key of Object.keys(op.operation.responses as Obj)) {
+        const r = deref(`${op.pointer}/responses/${key}`).value;
+        expect(typeof r.description).toBe('string');
+        const headers = Object.keys(r.headers as Obj);
+        expect(headers).toEqual(expect.arrayContaining(['Cache-Control', 'X-Request-Id']));
+        expect(Object.keys(r.content as Obj)).toEqual(['application/json']);
+      }
+    }
+  });
+
+  it('every authenticated operation documents 401, 403, 404, 429, 500 and 503, and 2xx rate-limit headers', () => {
+    const authed = operations.filter(needsAuth);
+    expect(authed).toHaveLength(10);
+    for (const op of authed) {
+      const responses = op.operation.responses as Obj;
+      expect({ op: op.template, codes: Object.keys(responses) }).toEqual({ op: op.template, codes: expect.arrayContaining(['401', '403', '404', '429', '500', '503']) });
+      expect(errorPairs(`${op.pointer}/responses/404`)).toContainEqual({ status: 'NOT_FOUND', message: 'route_not_found' });
+      expect(typeof op.operation['x-required-scope']).toBe('string');
+      for (const code of Object.keys(responses).filter((c) => c.startsWith('2'))) {
+        const r = deref(`${op.pointer}/responses/${code}`);
+        for (const h of ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy']) {
+          expect(deref(`${r.pointer}/headers/${h}`).value.required).toBe(true);
+        }
+      }
+      if (op.method === 'post') {
+        expect(Object.keys(responses)).toEqual(expect.arrayContaining(['400', '413']));
+        const pairs = errorPairs(`${op.pointer}/responses/400`);
+        expect(pairs).toContainEqual({ status: 'INVALID_ARGUMENT', message: 'invalid_json' });
+        expect(pairs).toContainEqual({ status: 'INVALID_ARGUMENT', message: 'unsupported_media_type' });
+      }
+    }
+  });
+
+  it('every error response pairs HTTP status, error.status and error.message as the gateway does, and every code is documented', () => {
+    const seen = new Set<string>();
+    const allResponses = operations.flatMap((op) => Object.keys(op.operation.responses as Obj).map((code) => ({ op, code })));
+    for (const { op, code } of allResponses.filter((r) => Number(r.code) >= 400)) {
+      for (const pair of errorPairs(`${op.pointer}/responses/${code}`)) {
+        expect((ERROR_CODES as readonly string[]).includes(pair.message)).toBe(true);
+        const mapped = httpFor(pair.message as ErrorCode);
+        expect({ where: `${op.template} ${code} ${pair.message}`, http: mapped.http, status: mapped.status }).toEqual({
+          where: `${op.template} ${code} ${pair.message}`,
+          http: Number(code),
+          status: pair.status,
+        });
+        seen.add(pair.message);
+      }
+    }
+    expect(ERROR_CODES.filter((c) => !seen.has(c))).toEqual([]);
+  });
+
+  it('the examples in the document validate against their schemas', () => {
+    let count = 0;
+    const responses = (doc.components as Obj).responses as Record<string, Obj>;
+    for (const [name, r] of Object.entries(responses)) {
+      const media = (r.content as Obj)['application/json'] as Obj;
+      if (media.example === undefined) continue;
+      const v = validator.schemaValidator(`#/components/responses/${name}/content/application~1json/schema`);
+      expect({ name, ok: v(media.example), errors: v.errors ?? null }).toEqual({ name, ok: true, errors: null });
+      count++;
+    }
+    expect(count).toBeGreaterThan(10);
+  });
+
+  it('loadOpenApi reads services/gateway/openapi.json', () => {
+    expect(loadOpenApi(OPENAPI_PATH)).toEqual(doc);
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// Samples built the way the gateway builds its bodies.
+
+const VERSION = '2026-11-01.1';
+const catalog = new Catalog({ enableTestTools: true });
+const T0 = '2026-11-21T10:15:30.123Z';
+const T1 = '2026-11-21T10:15:31.456Z';
+const T2 = '2026-11-21T10:15:35.789Z';
+const SHA = 'a'.repeat(64);
+
+function record(over: Partial<ExecutionRecord> = {}): ExecutionRecord {
+  return {
+    id: newId('exe'),
+    projectId: newId('prj'),
+    apiKeyId: newId('key'),
+    tool: 'test.sleep',
+    model: 'sleep',
+    category: 'test',
+    status: 'queued',
+    arguments: { seconds: 1, steps: 2, costMicrosPerStep: 1000, model: 'sleep' },
+    priceVersion: VERSION,
+    totalSteps: 2,
+    reservedMicros: 2000,
+    chargedMicros: 0,
+    cancelRequested: false,
+    idempotencyKey: 'sleep-0001',
+    requestDigest: 'b'.repeat(64),
+    output: null,
+    errorCode: null,
+    errorMessage: null,
+    leaseOwner: null,
+    attempts: 0,
+    createdAt: T0,
+    startedAt: null,
+    finishedAt: null,
+    ...over,
+  };
+}
+
+function step(e: ExecutionRecord, index: number, over: Partial<StepRecord> = {}): StepRecord {
+  return {
+    executionId: e.id,
+    index,
+    name: `sleep_${index}`,
+    status: 'succeeded',
+    costMicros: 1000,
+    externalRef: null,
+    checkpoint: null,
+    errorCode: null,
+    attempts: 1,
+    startedAt: T1,
+    finishedAt: T2,
+    ...over,
+  };
+}
+
+const artifact = () => ({ id: newId('art'), format: 'txt', mimeType: 'text/plain', sizeBytes: 31, sha256: SHA, expiresAt: '2026-12-21T10:15:35.789Z' });
+
+const queued = record();
+const runningRec = record({ status: 'running', startedAt: T1, attempts: 1 });
+const running = publicExecution(runningRec, [step(runningRec, 0), step(runningRec, 1, { status: 'running', costMicros: 0, finishedAt: null })]);
+const succeededRec = record({
+  status: 'succeeded',
+  chargedMicros: 2000,
+  startedAt: T1,
+  finishedAt: T2,
+  output: { artifacts: [artifact()], durationSeconds: 2 },
+});
+const succeeded = publicExecution(succeededRec, [step(succeededRec, 0), step(succeededRec, 1)]);
+const failedRec = record({ status: 'failed', chargedMicros: 1000, startedAt: T1, finishedAt: T2, errorCode: 'provider_error', errorMessage: 'the provider failed' });
+const failed = publicExecution(failedRec, [step(failedRec, 0), step(failedRec, 1, { status: 'failed', costMicros: 0 })]);
+const cancelRequested = publicExecution({ ...runningRec, cancelRequested: true }, [step(runningRec, 0, { status: 'running', finishedAt: null, costMicros: 0 })]);
+
+function headers(extra: ResponseHeaders = {}, authenticated = true): ResponseHeaders {
+  return {
+    'cache-control': 'no-store',
+    'content-type': 'application/json; charset=utf-8',
+    'x-request-id': '2b0c4d0e-8f3a-4d5e-9b7a-1c2d3e4f5a6b',
+    ...(authenticated ? { 'ratelimit-limit': '120', 'ratelimit-remaining': '117', 'ratelimit-reset': '42', 'ratelimit-policy': '120;w=60' } : {}),
+    ...extra,
+  };
+}
+
+/** The error body exactly as app.ts writes it, with the HTTP status from errors.ts. */
+function errorOf(code: ErrorCode, details?: Obj): { status: number; body: Obj } {
+  const { http, status } = httpFor(code);
+  return { status: http, body: { error: { status, message: code, ...(details ? { details } : {}) } } };
+}
+
+const project = {
+  organization: { id: newId('org'), name: 'Test org' },
+  project: { id: newId('prj'), name: 'Test project' },
+  key: { id: newId('key'), name: 'ci', scopes: ['project:read', 'usage:read', 'tools:read', 'tools:execute', 'executions:read'], role: 'ADMIN' },
+  balance: { availableMicros: 998_000, reservedMicros: 2000, currency: 'usd' },
+  monthlyCapMicros: null,
+};
+const usage = {
+  period: { start: '2026-11-01T00:00:00.000Z', end: '2026-12-01T00:00:00.000Z' },
+  requestCount: 12,
+  executionCount: 3,
+  chargedMicros: 6000,
+  reservedMicros: 2000,
+  currency: 'usd',
+  monthlyCapMicros: 50_000_000,
+  remainingCapMicros: 49_992_000,
+};
+
+describe('OpenApiValidator accepts real responses', () => {
+  const ok = (method: string, path: string, status: number, body: unknown, h: ResponseHeaders = headers()) =>
+    expect(validator.validate(method, path, status, h, body)).toEqual([]);
+
+  it('project and usage', () => {
+    ok('GET', '/tools/project', 200, { data: project });
+    ok('GET', '/tools/project', 200, { data: { ...project, key: { ...project.key, scopes: ['project:read'], role: 'MEMBER' }, monthlyCapMicros: 1_000_000 } });
+    ok('GET', '/tools/usage', 200, { data: usage });
+    ok('GET', '/tools/usage', 200, { data: { ...usage, monthlyCapMicros: null, remainingCapMicros: null } });
+  });
+
+  it('the catalog as Catalog.describe builds it, priced and partly unpriced', () => {
+    ok('GET', '/tools', 200, { data: catalog.describe(DEFAULT_PRICE_LIST, VERSION, true) });
+    const partial: PriceList = { currency: 'usd', tools: { 'test.sleep': DEFAULT_PRICE_LIST.tools['test.sleep']! } };
+    const described = catalog.describe(partial, VERSION, false) as { tools: { price: unknown; models: { price: unknown }[] }[] };
+    expect(described.tools.some((t) => t.price === null && t.models.every((m) => m.price === null))).toBe(true);
+    ok('GET', '/tools', 200, { data: described });
+  });
+
+  it('quotes as Catalog.quote builds them', () => {
+    ok('POST', '/tools/quote', 200, { data: catalog.quote(catalog.resolve('test.sleep', { seconds: 1, steps: 3, costMicrosPerStep: 7 }), DEFAULT_PRICE_LIST, VERSION) });
+    ok('POST', '/tools/quote', 200, { data: catalog.quote(catalog.resolve('image.render', { text: 'Hello', width: 1200, height: 900, format: 'png' }), DEFAULT_PRICE_LIST, VERSION) });
+  });
+
+  it('executions as publicExecution builds them, in every route that returns one', () => {
+    const accepted = publicExecution(queued, []);
+    const location = `/tools/executions/${queued.id}`;
+    ok('POST', '/tools/test.sleep', 202, { data: accepted }, headers({ 'retry-after': '5', location }));
+    ok('POST', '/tools/test.sleep', 202, { data: running }, headers({ 'retry-after': '5', location: `/tools/executions/${runningRec.id}`, 'idempotent-replayed': 'true' }));
+    ok('POST', '/tools/image.render', 200, { data: succeeded }, headers({ 'idempotent-replayed': 'true' }));
+    for (const e of [accepted, running, succeeded, failed, cancelRequested]) ok('GET', `/tools/executions/${e.id as string}`, 200, { data: e });
+    ok('POST', `/tools/executions/${queued.id}/cancel`, 200, { data: publicExecution({ ...queued, status: 'cancelled', finishedAt: T1 }, []) });
+    ok('POST', `/tools/executions/${runningRec.id}/cancel`, 202, { data: cancelRequested });
+  });
+
+  it('execution lists, with a query string', () => {
+    ok('GET', '/tools/executions', 200, { data: [], hasMore: false, nextBefore: null });
+    ok('GET', `/tools/executions?limit=2&status=succeeded&tool=test.sleep`, 200, { data: [succeeded, failed], hasMore: true, nextBefore: failed.id });
+  });
+
+  it('downloads and uploads', () => {
+    const a = (succeeded.output as { artifacts: { id: string }[] }).artifacts[0]!;
+    ok('GET', `/tools/executions/${succeeded.id as string}/artifacts/${a.id}/download`, 200, {
+      data: { url: 'http://127.0.0.1:9000/bucket/artifacts/x.txt?X-Amz-Expires=300&X-Amz-Signature=abc', expiresAt: T2, mimeType: 'text/plain', sizeBytes: 31, sha256: SHA },
+    });
+    ok('POST', '/tools/upload', 200, { data: { id: newId('file'), format: 'png', mimeType: 'image/png', sizeBytes: 1234, sha256: SHA, expiresAt: T2 } });
+    ok('POST', '/tools/upload', 200, { data: { id: newId('file'), format: 'wav', mimeType: 'audio/wav', sizeBytes: 12 * 1024 * 1024, sha256: SHA, expiresAt: T2 } });
+  });
+
+  it('the document itself, without authentication', () => {
+    ok('GET', '/openapi.json', 200, doc, headers({}, false));
+  });
+
+  it('errors as app.ts writes them', () => {
+    const unauth = errorOf('platform_api_key_missing');
+    for (const op of operations.filter(needsAuth)) {
+      const path = op.template.replace('{tool}', 'test.sleep').replace('{id}', queued.id).replace('{artifactId}', newId('art'));
+      ok(op.method, path, unauth.status, unauth.body, headers({}, false));
+      const forbidden = errorOf('platform_api_key_scope_required', { requiredScope: op.operation['x-required-scope'] });
+      ok(op.method, path, forbidden.status, forbidden.body);
+      const rate = errorOf('rate_limit_exceeded');
+      ok(op.method, path, rate.status, rate.body, headers({ 'retry-after': '17' }));
+      const notFound = errorOf('route_not_found');
+      ok(op.method, path, notFound.status, notFound.body);
+      for (const code of ['internal_error', 'service_unavailable'] as const) ok(op.method, path, httpFor(code).http, errorOf(code).body, headers({}, false));
+    }
+    const cases: [string, string, ErrorCode, Obj?][] = [
+      ['POST', '/tools/quote', 'invalid_json'],
+      ['POST', '/tools/quote', 'invalid_arguments', { errors: [{ instancePath: '/width', keyword: 'maximum', message: 'must be <= 4096', params: { limit: 4096 } }] }],
+      ['POST', '/tools/quote', 'tool_not_found', { tool: 'nope' }],
+      ['POST', '/tools/quote', 'request_too_large', { limitBytes: 65536 }],
+      ['POST', '/tools/test.sleep', 'idempotency_key_required'],
+      ['POST', '/tools/test.sleep', 'tool_mismatch', { pathTool: 'test.sleep', bodyTool: 'image.render' }],
+      ['POST', '/tools/test.sleep', 'price_version_mismatch', { currentPriceVersion: VERSION }],
+      ['POST', '/tools/test.sleep', 'maximum_charge_insufficient', { requiredMaximumChargeMicros: 2000 }],
+      ['POST', '/tools/test.sleep', 'idempotency_key_reused'],
+      ['POST', '/tools/test.sleep', 'insufficient_balance', { requiredMicros: 2000, availableMicros: 0, retryable: false }],
+      ['POST', '/tools/test.sleep', 'monthly_cap_exceeded', { requiredMicros: 2000, retryable: false }],
+      ['POST', '/tools/test.sleep', 'execution_disabled'],
+      ['POST', '/tools/executions', 'tool_not_found', { tool: 'executions' }],
+      ['POST', '/tools/upload', 'file_content_mismatch'],
+      ['GET', '/tools/executions?limit=0', 'invalid_request', { parameter: 'status' }],
+      ['GET', `/tools/executions/${queued.id}`, 'execution_not_found'],
+      ['POST', `/tools/executions/${queued.id}/cancel`, 'execution_not_cancellable', { status: 'succeeded' }],
+      ['POST', `/tools/executions/${queued.id}/cancel`, 'execution_cancel_not_allowed'],
+      ['GET', `/tools/executions/${queued.id}/artifacts/${newId('art')}/download`, 'artifact_expired'],
+    ];
+    // rejected before authentication: no RateLimit-* headers
+    ok('GET', '/tools', 429, errorOf('rate_limit_exceeded', { reason: 'too many failed authentications' }).body, headers({ 'retry-after': '30' }, false));
+    ok('POST', '/tools/quote', 413, errorOf('request_too_large', { limitBytes: 65536 }).body, headers({}, false));
+    ok('POST', '/tools/quote', 400, errorOf('invalid_json').body, headers({}, false));
+    for (const [method, path, code, details] of cases) {
+      const e = errorOf(code, details);
+      ok(method, path, e.status, e.body);
+    }
+  });
+
+  it('a 404 route_not_found for a path or method the document does not list', () => {
+    const e = errorOf('route_not_found');
+    ok('GET', '/nope', 404, e.body, headers({}, false));
+    ok('DELETE', `/tools/executions/${queued.id}`, 404, e.body);
+    ok('GET', '/tools/quote', 404, e.body);
+  });
+});
+
+describe('OpenApiValidator rejects', () => {
+  const problems = (method: string, path: string, status: number, body: unknown, h: ResponseHeaders = headers()) =>
+    validator.validate(method, path, status, h, body);
+
+  it('a field of the wrong type', () => {
+    const p = problems('GET', `/tools/executions/${queued.id}`, 200, { data: { ...succeeded, reservedMicros: '2000' } });
+    expect(p).toEqual([expect.stringMatching(/reservedMicros must be integer/)]);
+    expect(problems('GET', '/tools/usage', 200, { data: { ...usage, chargedMicros: 1.5 } })).toHaveLength(1);
+    expect(problems('GET', '/tools/usage', 200, { data: { ...usage, chargedMicros: -1 } })).toHaveLength(1);
+    expect(problems('GET', '/tools', 200, { data: { ...(catalog.describe(DEFAULT_PRICE_LIST, VERSION, true) as Obj), executionEnabled: 'yes' } })).toHaveLength(1);
+  });
+
+  it('a missing required field, and a field the document does not know', () => {
+    const { chargedMicros: _dropped, ...withoutCharge } = succeeded;
+    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: withoutCharge })).toEqual([expect.stringMatching(/must have required property 'chargedMicros'/)]);
+    expect(problems('GET', '/tools/executions', 200, { data: [] })).toEqual([expect.stringMatching(/hasMore/)]);
+    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: { ...succeeded, secret: 'x' } })).toEqual([expect.stringMatching(/additional properties/)]);
+    const noArtifacts = { ...succeeded, output: { durationSeconds: 2 } };
+    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: noArtifacts })).toEqual([expect.stringMatching(/artifacts/)]);
+  });
+
+  it('an undocumented status', () => {
+    expect(problems('GET', '/tools', 201, { data: {} })).toEqual([expect.stringMatching(/status 201 is not documented/)]);
+    expect(problems('GET', `/tools/executions/${queued.id}`, 409, errorOf('idempotency_key_reused').body)).toEqual([expect.stringMatching(/status 409 is not documented/)]);
+    expect(problems('GET', '/nope', 200, {}, headers({}, false))).toEqual([expect.stringMatching(/no path template/)]);
+    const strict = new OpenApiValidator(doc, { strictOperations: true });
+    expect(strict.validate('GET', '/nope', 404, headers({}, false), errorOf('route_not_found').body)).toHaveLength(1);
+  });
+
+  it('a wrong error code or status for the HTTP status and route', () => {
+    expect(problems('GET', '/tools', 401, { error: { status: 'UNAUTHENTICATED', message: 'route_not_found' } }, headers({}, false))).toHaveLength(1);
+    expect(problems('GET', '/tools', 404, errorOf('execution_not_found').body)).toHaveLength(1);
+    expect(problems('POST', '/tools/quote', 400, errorOf('idempotency_key_required').body)).toHaveLength(1);
+    expect(problems('POST', '/tools/test.sleep', 400, { error: { status: 'FAILED_PRECONDITION', message: 'invalid_json' } })).toHaveLength(1);
+    expect(problems('POST', '/tools/test.sleep', 400, { error: { status: 'INVALID_ARGUMENT', message: 'invalid_json', stack: 'at x' } })).toHaveLength(1);
+  });
+
+  it('a response missing Cache-Control or with another value, whatever the header case', () => {
+    const { 'cache-control': _c, ...rest } = headers() as Record<string, string>;
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, rest)).toEqual([expect.stringMatching(/Cache-Control is missing/)]);
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, { ...rest, 'Cache-Control': 'no-store' })).toEqual([]);
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, { ...rest, 'cache-control': 'public, max-age=60' })).toHaveLength(1);
+  });
+
+  it('other missing or wrong headers', () => {
+    const accepted = { data: publicExecution(queued, []) };
+    expect(problems('GET', '/tools', 429, errorOf('rate_limit_exceeded').body)).toEqual([expect.stringMatching(/Retry-After is missing/)]);
+    expect(problems('POST', '/tools/test.sleep', 200, { data: succeeded })).toEqual([expect.stringMatching(/Idempotent-Replayed is missing/)]);
+    expect(problems('POST', '/tools/test.sleep', 202, accepted)).toEqual([
+      expect.stringMatching(/Retry-After is missing/),
+      expect.stringMatching(/Location is missing/),
+    ]);
+    const { 'ratelimit-limit': _l, ...noLimit } = headers() as Record<string, string>;
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, noLimit)).toEqual([expect.stringMatching(/RateLimit-Limit is missing/)]);
+    const lenient = new OpenApiValidator(doc, { ignoreMissingHeaders: ['ratelimit-limit'] });
+    expect(lenient.validate('GET', '/tools/usage', 200, noLimit, { data: usage })).toEqual([]);
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, headers({ 'ratelimit-remaining': 'many' }))).toHaveLength(1);
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, headers({ 'content-type': 'text/html' }))).toEqual([expect.stringMatching(/Content-Type text\/html/)]);
+  });
+
+  it('assertValid throws an Error listing the problems', () => {
+    expect(() => validator.assertValid('GET', '/tools', 201, headers(), {})).toThrow(/status 201 is not documented/);
+    expect(() => validator.assertValid('GET', '/tools/usage', 200, headers(), { data: usage })).not.toThrow();
+  });
+});
+
+describe('path matching', () => {
+  it('concrete paths win over /tools/{tool}, and a concrete path without the method falls through', () => {
+    const id = (m: string, p: string) => validator.findOperation(m, p)?.operation.operationId;
+    expect(id('POST', '/tools/quote')).toBe('createQuote');
+    expect(id('POST', '/tools/upload')).toBe('uploadFile');
+    expect(id('POST', '/tools/image.render')).toBe('submitExecution');
+    expect(id('POST', '/tools/executions')).toBe('submitExecution');
+    expect(id('GET', '/tools/executions?limit=5')).toBe('listExecutions');
+    expect(id('GET', '/tools/project')).toBe('getProject');
+    expect(id('GET', '/tools/usage')).toBe('getUsage');
+    expect(id('GET', '/tools/')).toBe('listTools');
+    expect(id('GET', '/tools/image.render')).toBeUndefined();
+    expect(id('POST', `/tools/executions/${queued.id}/cancel`)).toBe('cancelExecution');
+    expect(id('GET', `/tools/executions/${queued.id}/artifacts/art_x/download`)).toBe('getArtifactDownload');
+    expect(id('GET', '/openapi.json')).toBe('getOpenApiDocument');
+  });
+});
+
+// Keep the loader's type honest: a parsed document is usable as the validator input.
+const _typed: OpenApiDocument = doc;
+void _typed;
