@@ -31,6 +31,7 @@ export interface Config {
   readonly settingsCacheTtlMs: number;
   readonly outboxSweepIntervalMs: number;
   readonly outboxGraceMs: number;
+  readonly janitorIntervalMs: number;
   readonly providers: {
     readonly replicateApiToken: string | undefined;
     readonly openaiApiKey: string | undefined;
@@ -148,6 +149,7 @@ export function loadConfig(env: Env = process.env): Config {
     settingsCacheTtlMs: int('SETTINGS_CACHE_TTL_MS', 2_000, 0, 60_000),
     outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
+    janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
     providers: {
       replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
       openaiApiKey: env.OPENAI_API_KEY || undefined,

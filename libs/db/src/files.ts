@@ -39,7 +39,7 @@ const FILE_COLUMNS = ['id', 'project_id', 'sha256', 'format', 'mime_type', 'size
 export async function recordUpload(
   db: Knex,
   input: { projectId: string; sha256: string; format: string; mimeType: string; sizeBytes: number; storageKey: string; retentionMs: number },
-): Promise<{ file: FileRecord; created: boolean }> {
+): Promise<{ file: FileRecord; state: 'created' | 'revived' | 'existing' }> {
   const expiresAt = new Date(Date.now() + input.retentionMs);
   const inserted = await db.raw<{ rows: unknown[] }>(
     `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, expires_at)
@@ -50,10 +50,11 @@ export async function recordUpload(
      RETURNING ${FILE_COLUMNS.join(', ')}, (xmax = 0) AS created`,
     [newId('file'), input.projectId, input.sha256, input.format, input.mimeType, input.sizeBytes, input.storageKey, expiresAt],
   );
+  // xmax = 0 tells a fresh insert from the conflict update that revived an expired row.
   const row = inserted.rows[0] as { created: boolean } | undefined;
-  if (row) return { file: toFile(row), created: row.created };
+  if (row) return { file: toFile(row), state: row.created ? 'created' : 'revived' };
   const existing = await db('files').select(FILE_COLUMNS).where({ project_id: input.projectId, sha256: input.sha256 }).first();
-  return { file: toFile(existing), created: false };
+  return { file: toFile(existing), state: 'existing' };
 }
 
 /** A live file of the project, or null (unknown, another project's, expired or deleted). */

@@ -9,3 +9,4 @@ export * from './outbox';
 export * from './usage';
 export { MIGRATIONS } from './migrations';
 export * from './files';
+export * from './janitor';

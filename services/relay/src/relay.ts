@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { oldestUnsentAgeSeconds, reapExpiredLeases, sweepOutbox } from '@tes/db';
+import { deleteStaleRateLimits, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
 import type { ConfirmPublisher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
@@ -13,6 +13,9 @@ export interface RelayOptions {
   graceMs: number;
   batchSize?: number;
   routingKeyFor: (category: string) => string;
+  /** Deletes a stored object (the janitor's hand on object storage). */
+  deleteObject: (key: string) => Promise<void>;
+  janitorIntervalMs: number;
 }
 
 /**
@@ -22,6 +25,8 @@ export interface RelayOptions {
  */
 export class Relay {
   private timer: NodeJS.Timeout | undefined;
+  private janitorTimer: NodeJS.Timeout | undefined;
+  private janitorRunning: Promise<unknown> | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
 
@@ -29,6 +34,30 @@ export class Relay {
 
   start(): void {
     this.schedule(0);
+    this.janitorTimer = setInterval(() => {
+      if (!this.janitorRunning) this.janitorRunning = this.janitor().finally(() => (this.janitorRunning = undefined));
+    }, this.o.janitorIntervalMs);
+  }
+
+  /** Deletes uploads and artifacts past their 30 days, and ended rate-limit windows. */
+  async janitor(): Promise<{ files: number; artifacts: number; rateLimits: number }> {
+    const { db, logger } = this.o;
+    const out = { files: 0, artifacts: 0, rateLimits: 0 };
+    try {
+      for (const table of ['files', 'artifacts'] as const) {
+        for (;;) {
+          const { deleted, failed } = await sweepExpired(db, table, this.o.batchSize ?? 100, this.o.deleteObject);
+          out[table] += deleted;
+          if (failed > 0) logger.warn('relay.janitor.delete_failed', { table, failed });
+          if (deleted < (this.o.batchSize ?? 100)) break;
+        }
+      }
+      out.rateLimits = await deleteStaleRateLimits(db);
+      if (out.files + out.artifacts > 0) logger.info('relay.janitor.deleted', out);
+    } catch (err) {
+      logger.warn('relay.janitor.failed', { err: (err as Error).message });
+    }
+    return out;
   }
 
   private schedule(ms: number): void {
@@ -89,6 +118,7 @@ export class Relay {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
-    await this.running;
+    if (this.janitorTimer) clearInterval(this.janitorTimer);
+    await Promise.all([this.running, this.janitorRunning]);
   }
 }

@@ -3,6 +3,7 @@ import type { Config } from '@tes/config';
 import { createDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { ObjectStore } from '@tes/storage';
 import { Relay } from './relay';
 
 export interface RunningRelay {
@@ -14,6 +15,7 @@ export interface RunningRelay {
 export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
   const metrics = createMetrics('relay');
   const db = createDb({ url: config.databaseUrl, poolMax: Math.min(config.dbPoolMax, 4), applicationName: 'tes-relay' });
+  const store = new ObjectStore(config.s3);
   const catalog = new Catalog({ enableTestTools: config.enableTestTools });
   const names = topologyNames(config.amqpPrefix);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
@@ -29,6 +31,8 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     intervalMs: config.outboxSweepIntervalMs,
     graceMs: config.outboxGraceMs,
     routingKeyFor: (c) => c,
+    deleteObject: (key) => store.delete(key),
+    janitorIntervalMs: config.janitorIntervalMs,
   });
   relay.start();
   const health = new HealthServer({
@@ -48,6 +52,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     parts: [
       { name: 'relay', stop: () => relay.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
+      { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },
       { name: 'db', stop: () => db.destroy() },
     ],

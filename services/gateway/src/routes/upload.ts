@@ -42,7 +42,7 @@ export function uploadRoutes(deps: GatewayDeps): Router {
     // The object is written before the record: its key is the content hash, so a repeat or a
     // crash in between leaves at worst an identical object, never a record without bytes.
     await deps.store.put({ key, body: bytes, contentType: mimeType });
-    const { file, created } = await recordUpload(deps.db, {
+    const { file, state } = await recordUpload(deps.db, {
       projectId: auth.projectId,
       sha256,
       format,
@@ -51,7 +51,10 @@ export function uploadRoutes(deps: GatewayDeps): Router {
       storageKey: key,
       retentionMs: UPLOAD_RETENTION_MS,
     });
-    deps.logger.info('gateway.upload.stored', { requestId: res.locals.requestId, projectId: auth.projectId, fileId: file.id, format, sizeBytes: bytes.length, created });
+    // A revived record (its deadline had passed) may have raced the janitor, which deletes
+    // the object under the row lock our revive waited on: write the object once more.
+    if (state === 'revived') await deps.store.put({ key, body: bytes, contentType: mimeType });
+    deps.logger.info('gateway.upload.stored', { requestId: res.locals.requestId, projectId: auth.projectId, fileId: file.id, format, sizeBytes: bytes.length, state });
     res.status(200).json({
       data: { id: file.id, format: file.format, mimeType: file.mimeType, sizeBytes: file.sizeBytes, sha256: file.sha256, expiresAt: file.expiresAt },
     });
