@@ -8,7 +8,7 @@ import { auditLedger, createDb, type AuditReport } from '@tes/db';
 import { AmqpClient, deleteTopology, topologyNames } from '@tes/messaging';
 import { createLogger, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
-import { CaptureTransport, createTestDatabase, seedProject, startEmbeddedS3, type SeededProject, type TestDatabase, type EmbeddedS3 } from '@tes/testing';
+import { CaptureTransport, loadOpenApi, OpenApiValidator, createTestDatabase, seedProject, startEmbeddedS3, type SeededProject, type TestDatabase, type EmbeddedS3 } from '@tes/testing';
 import { Catalog } from '@tes/catalog';
 import { startGateway } from '../services/gateway/src/server';
 import { startWorker, type RunningWorker } from '../services/worker/src/server';
@@ -93,7 +93,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     logger,
     worker,
     relay,
-    http: () => supertest.agent(`http://127.0.0.1:${gateway.port}`),
+    http: () => validatingAgent(`http://127.0.0.1:${gateway.port}`),
     seed: (o) => seedProject(db, o),
     audit: () => auditLedger(db),
     startWorker: async (extra = {}) => {
@@ -151,4 +151,22 @@ export async function waitForExecution(
 export async function projectBalance(db: Knex, projectId: string): Promise<{ available: number; reserved: number }> {
   const row = await db('projects').select('available_micros', 'reserved_micros').where({ id: projectId }).first();
   return { available: row.available_micros, reserved: row.reserved_micros };
+}
+
+let validator: OpenApiValidator | undefined;
+
+/**
+ * A supertest agent whose every response is checked against services/gateway/openapi.json
+ * (status documented, body schema, required headers): the document and the code cannot
+ * drift without a test failing.
+ */
+function validatingAgent(url: string): supertest.Agent {
+  validator ??= new OpenApiValidator(loadOpenApi());
+  const agent = supertest.agent(url);
+  for (const method of ['get', 'post', 'put', 'patch', 'delete'] as const) {
+    const original = agent[method].bind(agent) as (path: string) => supertest.Test;
+    (agent as unknown as Record<string, unknown>)[method] = (path: string) =>
+      original(path).expect((res) => validator!.assertValid(method.toUpperCase(), path, res.status, res.headers, res.body));
+  }
+  return agent;
 }
