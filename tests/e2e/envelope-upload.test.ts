@@ -20,7 +20,7 @@ function expectEnvelope(res: { status: number; headers: Record<string, string>; 
   expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
   expect(res.headers['x-request-id']).toBeTruthy();
   expect(res.text).not.toMatch(/<html|<!DOCTYPE|at .*\.ts:\d+/i);
-  expect(res.body.error.message).toBe(message);
+  expect(res.body.error?.message).toBe(message);
 }
 
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('rest of a png')]);
