@@ -413,16 +413,16 @@ export async function renewLease(
 /** Records that a step starts (fenced by the lease). False: the lease is gone, stop. */
 export async function startStep(
   db: Knex,
-  input: { executionId: string; projectId: string; index: number; name: string; owner: string },
+  input: { executionId: string; projectId: string; index: number; name: string; owner: string; external?: boolean },
 ): Promise<boolean> {
   const res = await db.raw<{ rows: unknown[] }>(
-    `INSERT INTO execution_steps (execution_id, project_id, index, name, status)
-     SELECT e.id, e.project_id, ?, ?, 'running' FROM executions e
+    `INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
+     SELECT e.id, e.project_id, ?, ?, 'running', ? FROM executions e
       WHERE e.id = ? AND e.project_id = ? AND e.lease_owner = ? AND e.status = 'running'
      ON CONFLICT (execution_id, index) DO UPDATE
         SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
      RETURNING 1`,
-    [input.index, input.name, input.executionId, input.projectId, input.owner],
+    [input.index, input.name, input.external ?? false, input.executionId, input.projectId, input.owner],
   );
   return res.rows.length > 0;
 }
@@ -590,4 +590,59 @@ export async function releaseLease(db: Knex, id: string, owner: string): Promise
     .where({ id, lease_owner: owner, status: 'running' })
     .update({ lease_owner: null, lease_expires_at: null, updated_at: db.fn.now() });
   return n > 0;
+}
+
+export const MAX_ATTEMPTS = 5;
+
+export type AbandonOutcome = 'failed' | 'needs_review' | 'not_abandoned';
+
+/**
+ * Gives up on an execution nobody can finish (its messages were dead-lettered, or it was
+ * claimed MAX_ATTEMPTS times without ending): if a step that calls an external provider
+ * was started and never recorded an outcome, it may have run and cost money, so the
+ * execution goes to needs_review with its reservation held; otherwise it fails and is
+ * charged for the steps that completed. Only an execution nobody holds a live lease on is
+ * touched (row locked, so a worker's claim waits and then sees the terminal state).
+ */
+export async function abandonExecution(
+  db: Knex,
+  input: { executionId: string; errorCode: string; errorMessage: string },
+): Promise<AbandonOutcome> {
+  return db.transaction(async (trx) => {
+    const locked = await trx.raw<{ rows: { id: string; project_id: string; reserved_micros: number }[] }>(
+      `SELECT id, project_id, reserved_micros FROM executions
+        WHERE id = ? AND status IN ('queued', 'running')
+          AND (lease_owner IS NULL OR lease_expires_at < now())
+        FOR UPDATE`,
+      [input.executionId],
+    );
+    const e = locked.rows[0];
+    if (!e) return 'not_abandoned';
+    const steps = await trx('execution_steps').select('status', 'external', 'cost_micros').where({ execution_id: e.id });
+    const unknownExternal = steps.some((s: { status: string; external: boolean }) => s.status === 'running' && s.external);
+    if (unknownExternal) {
+      await trx('executions').where({ id: e.id }).update({
+        status: 'needs_review',
+        error_code: input.errorCode,
+        error_message: `${input.errorMessage}; a provider step's outcome is unknown`,
+        lease_owner: null,
+        lease_expires_at: null,
+        updated_at: trx.fn.now(),
+      });
+      return 'needs_review';
+    }
+    const cost = steps
+      .filter((s: { status: string }) => s.status === 'succeeded')
+      .reduce((sum: number, s: { cost_micros: number }) => sum + s.cost_micros, 0);
+    const settled = await settleExecution(trx, {
+      executionId: e.id,
+      projectId: e.project_id,
+      status: 'failed',
+      chargedMicros: Math.min(cost, e.reserved_micros),
+      from: ['queued', 'running'],
+      errorCode: input.errorCode,
+      errorMessage: input.errorMessage,
+    });
+    return settled ? 'failed' : 'not_abandoned';
+  });
 }

@@ -56,25 +56,34 @@ export async function oldestUnsentAgeSeconds(db: Knex): Promise<number> {
  * written in the same transaction, so the message is published by the normal path.
  * FOR UPDATE SKIP LOCKED lets two relays share the work. Index: executions_lease_idx.
  */
-export async function reapExpiredLeases(db: Knex, options: { limit: number; routingKeyFor: (category: string) => string }): Promise<string[]> {
+export async function reapExpiredLeases(
+  db: Knex,
+  options: { limit: number; routingKeyFor: (category: string) => string; maxAttempts: number },
+): Promise<{ requeued: string[]; exhausted: string[] }> {
   return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string }[] }>(
-      `SELECT id, project_id, category FROM executions
+    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string; attempts: number }[] }>(
+      `SELECT id, project_id, category, attempts FROM executions
         WHERE status = 'running' AND lease_expires_at < now()
         ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
       [options.limit],
     );
-    if (res.rows.length === 0) return [];
-    const ids = res.rows.map((r) => r.id);
+    // An execution claimed maxAttempts times without ending keeps killing or hanging its
+    // workers: it is not handed out again. Its row is left as it is (lease expired) and the
+    // caller abandons it after this commit; if the caller dies first, the next pass finds
+    // it again.
+    const exhausted = res.rows.filter((r) => r.attempts >= options.maxAttempts).map((r) => r.id);
+    const rows = res.rows.filter((r) => r.attempts < options.maxAttempts);
+    if (rows.length === 0) return { requeued: [], exhausted };
+    const ids = rows.map((r) => r.id);
     await trx('executions').whereIn('id', ids).update({ lease_owner: null, lease_expires_at: null, updated_at: trx.fn.now() });
     await trx('outbox').insert(
-      res.rows.map((r) => ({
+      rows.map((r) => ({
         project_id: r.project_id,
         execution_id: r.id,
         routing_key: options.routingKeyFor(r.category),
         payload: JSON.stringify({ executionId: r.id, projectId: r.project_id }),
       })),
     );
-    return ids;
+    return { requeued: ids, exhausted };
   });
 }

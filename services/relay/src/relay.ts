@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { deleteStaleRateLimits, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
+import { abandonExecution, deleteStaleRateLimits, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
 import type { ConfirmPublisher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
@@ -37,6 +37,25 @@ export class Relay {
     this.janitorTimer = setInterval(() => {
       if (!this.janitorRunning) this.janitorRunning = this.janitor().finally(() => (this.janitorRunning = undefined));
     }, this.o.janitorIntervalMs);
+  }
+
+  /**
+   * A message the broker dead-lettered (delivery limit reached: workers kept crashing or
+   * failing on it). The execution is abandoned unless a worker holds a live lease on it.
+   */
+  async handleDeadLetter(payload: unknown): Promise<'ack'> {
+    const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
+    if (typeof executionId !== 'string') {
+      this.o.logger.error('relay.dead_letter.malformed', {});
+      return 'ack';
+    }
+    const outcome = await abandonExecution(this.o.db, {
+      executionId,
+      errorCode: 'delivery_limit_exceeded',
+      errorMessage: 'its messages were dead-lettered after repeated delivery failures',
+    });
+    this.o.logger.warn('relay.dead_letter.handled', { executionId, outcome });
+    return 'ack';
   }
 
   /** Deletes uploads and artifacts past their 30 days, and ended rate-limit windows. */
@@ -80,11 +99,23 @@ export class Relay {
     let published = 0;
     let reaped = 0;
     try {
-      const reapedIds = await reapExpiredLeases(db, { limit: this.o.batchSize ?? 100, routingKeyFor: this.o.routingKeyFor });
-      reaped = reapedIds.length;
+      const { requeued, exhausted } = await reapExpiredLeases(db, {
+        limit: this.o.batchSize ?? 100,
+        routingKeyFor: this.o.routingKeyFor,
+        maxAttempts: MAX_ATTEMPTS,
+      });
+      reaped = requeued.length;
       if (reaped > 0) {
         metrics.leaseExpiries.inc(reaped);
-        logger.warn('relay.lease.expired', { count: reaped, executionIds: reapedIds.slice(0, 20) });
+        logger.warn('relay.lease.expired', { count: reaped, executionIds: requeued.slice(0, 20) });
+      }
+      for (const executionId of exhausted) {
+        const outcome = await abandonExecution(db, {
+          executionId,
+          errorCode: 'delivery_limit_exceeded',
+          errorMessage: `no worker finished it in ${MAX_ATTEMPTS} attempts`,
+        });
+        logger.error('relay.execution.abandoned', { executionId, outcome, reason: 'attempts_exhausted' });
       }
       // Reaped executions got fresh outbox rows; publish them in this pass (no grace).
       for (;;) {

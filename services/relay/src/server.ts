@@ -1,7 +1,7 @@
 import { Catalog } from '@tes/catalog';
 import type { Config } from '@tes/config';
 import { createDb } from '@tes/db';
-import { AmqpClient, ConfirmPublisher, topologyNames, topologySetup } from '@tes/messaging';
+import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { Relay } from './relay';
@@ -35,6 +35,8 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     janitorIntervalMs: config.janitorIntervalMs,
   });
   relay.start();
+  const deadLetters = new Consumer(amqp, { queue: names.deadLetterQueue, concurrency: 1, handler: (payload) => relay.handleDeadLetter(payload) }, logger);
+  await deadLetters.start();
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
@@ -51,6 +53,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     metricsPort,
     parts: [
       { name: 'relay', stop: () => relay.stop() },
+      { name: 'dead-letters', stop: () => deadLetters.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },

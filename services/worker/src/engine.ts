@@ -158,7 +158,9 @@ export class StepEngine {
         await this.settle(e, 'cancelled', steps, {});
         return;
       }
-      if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId }))) throw new LeaseLost();
+      if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId, external: step.external ?? false }))) {
+        throw new LeaseLost();
+      }
 
       let result: StepResult;
       try {
