@@ -61,6 +61,37 @@ describe('the envelope on every kind of bad request', () => {
   });
 });
 
+it('serves the OpenAPI document without authentication', async () => {
+  const res = await stack.http().get('/openapi.json');
+  expect(res.status).toBe(200);
+  expect(res.headers['cache-control']).toBe('no-store');
+  expect(res.body.openapi).toBe('3.1.0');
+  expect(Object.keys(res.body.paths)).toContain('/tools/{tool}');
+});
+
+it('lists executions through the project index, not a scan', async () => {
+  await stack.db.raw('ANALYZE executions');
+  // One connection, seq scans discouraged: the table is tiny here, and the question is
+  // which index the planner can use, not which plan is cheapest on ten rows.
+  const plans = await stack.db.transaction(async (trx) => {
+    await trx.raw('SET LOCAL enable_seqscan = off');
+    const out: string[] = [];
+    for (const sql of [
+      `SELECT id FROM executions WHERE project_id = 'prj_x' ORDER BY id DESC LIMIT 21`,
+      `SELECT id FROM executions WHERE project_id = 'prj_x' AND status = 'succeeded' AND id < 'exe_z' ORDER BY id DESC LIMIT 21`,
+      `SELECT id FROM executions WHERE project_id = 'prj_x' AND tool = 'test.sleep' ORDER BY id DESC LIMIT 21`,
+    ]) {
+      const res = await trx.raw(`EXPLAIN ${sql}`);
+      out.push(res.rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n'));
+    }
+    return out;
+  });
+  expect(plans[0]).toMatch(/Index (Only )?Scan.*executions_project_list_idx/);
+  expect(plans[1]).toMatch(/executions_project_status_idx/);
+  expect(plans[2]).toMatch(/executions_project_tool_idx/);
+  for (const plan of plans) expect(plan).not.toMatch(/Seq Scan/);
+});
+
 describe('upload', () => {
   it('stores a file privately; identical content returns the same id and deadline', async () => {
     const data = PNG.toString('base64');

@@ -84,6 +84,23 @@ describe('idempotency', () => {
   });
 });
 
+it('concurrent submits against a monthly cap that covers k of them accept exactly k', async () => {
+  const p = await stack.seed({ creditMicros: 1_000_000, monthlyCapMicros: 5 * 1_000 + 999 });
+  const other = await addKey(stack.db, p.projectId);
+  const v = await priceVersion(p.secret);
+  const body = { tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 1_000 }, priceVersion: v, maximumChargeMicros: 1_000 };
+  // two keys of the project race for the same cap
+  const results = await Promise.all(
+    Array.from({ length: 16 }, (_, i) => post(i % 2 ? other.secret : p.secret, `capsub-${String(i).padStart(3, '0')}`, body)),
+  );
+  expect(results.filter((r) => r.status === 202)).toHaveLength(5);
+  const refused = results.filter((r) => r.status === 429);
+  expect(refused).toHaveLength(11);
+  expect(refused.every((r) => r.body.error.message === 'monthly_cap_exceeded')).toBe(true);
+  const row = await stack.db('projects').where({ id: p.projectId }).first();
+  expect(row.reserved_micros + row.month_charged_micros).toBeLessThanOrEqual(5_999);
+});
+
 describe('cancel', () => {
   it('a queued execution is cancelled at once with its whole reservation released', async () => {
     const p = await stack.seed({ creditMicros: 10_000 });

@@ -67,6 +67,7 @@ describe('the paid execution path, end to end', () => {
     const file = await fetch(url);
     expect(file.status).toBe(200);
     expect(file.headers.get('content-type')).toBe('image/png');
+    expect(file.headers.get('content-disposition')).toBe(`attachment; filename="${id}-0.png"`);
     const bytes = Buffer.from(await file.arrayBuffer());
     expect(bytes.length).toBe(art.sizeBytes);
     expect(createHash('sha256').update(bytes).digest('hex')).toBe(art.sha256);
