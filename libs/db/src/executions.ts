@@ -376,16 +376,18 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
 }
 
 /**
- * Claims an execution for a worker with a lease. Succeeds for queued work, and for running
- * work whose lease has expired or was released by the reaper. Returns null when the
- * execution is terminal, waiting for an operator, or held by a live lease.
+ * Claims an execution for a worker with a lease. Succeeds for queued work, for running
+ * work whose lease has expired or was released, and for waiting work (a provider re-check).
+ * Returns null when the execution is terminal, waiting for an operator, or held by a live
+ * lease. A re-check of waiting work is not counted as an attempt.
  */
 export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ExecutionRecord | null> {
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE executions
         SET status = 'running', lease_owner = ?, lease_expires_at = now() + (? * interval '1 millisecond'),
-            started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
-      WHERE id = ? AND status IN ('queued', 'running')
+            started_at = coalesce(started_at, now()),
+            attempts = attempts + (CASE WHEN status = 'waiting' THEN 0 ELSE 1 END), updated_at = now()
+      WHERE id = ? AND status IN ('queued', 'running', 'waiting')
         AND (lease_owner IS NULL OR lease_expires_at < now())
       RETURNING ${EXECUTION_SELECT}`,
     [owner, leaseTtlMs, id],
@@ -494,6 +496,54 @@ export async function finishStep(
     }
     return true;
   });
+}
+
+/**
+ * A step handed work to an external provider and must wait for it: the execution moves to
+ * `waiting` and frees its lease; in the same transaction an outbox row schedules the
+ * re-check (published to the delay queue, which dead-letters back to the work queue).
+ * lease_expires_at becomes the deadline by which a re-check must have happened; past it the
+ * reaper publishes one itself, so a lost delay message cannot strand the execution.
+ */
+export async function enterWaiting(
+  db: Knex,
+  input: { executionId: string; projectId: string; owner: string; routingKey: string; recheckDeadlineMs: number },
+): Promise<number | null> {
+  return db.transaction(async (trx) => {
+    const moved = await trx.raw<{ rows: unknown[] }>(
+      `UPDATE executions SET status = 'waiting', lease_owner = NULL,
+              lease_expires_at = now() + (? * interval '1 millisecond'), updated_at = now()
+        WHERE id = ? AND lease_owner = ? AND status = 'running'
+        RETURNING 1`,
+      [input.recheckDeadlineMs, input.executionId, input.owner],
+    );
+    if (moved.rows.length === 0) return null;
+    const row = await trx.raw<{ rows: { id: number }[] }>(
+      `INSERT INTO outbox (project_id, execution_id, routing_key, payload) VALUES (?, ?, ?, ?) RETURNING id`,
+      [input.projectId, input.executionId, input.routingKey, JSON.stringify({ executionId: input.executionId, projectId: input.projectId, recheck: true })],
+    );
+    return row.rows[0]!.id;
+  });
+}
+
+/**
+ * Records a provider's job reference (and a small checkpoint) on a running step, fenced by
+ * the lease, before the worker waits on it. Once recorded, a crash is recoverable: the next
+ * worker polls the job instead of sending the request again.
+ */
+export async function recordExternalRef(
+  db: Knex,
+  input: { executionId: string; index: number; owner: string; externalRef: string; checkpoint?: Record<string, unknown> | null },
+): Promise<boolean> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE execution_steps s SET external_ref = ?, checkpoint = coalesce(?::jsonb, s.checkpoint)
+       FROM executions e
+      WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
+        AND e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running'
+      RETURNING 1`,
+    [input.externalRef, input.checkpoint ? JSON.stringify(input.checkpoint) : null, input.executionId, input.index, input.owner],
+  );
+  return res.rows.length > 0;
 }
 
 /** Moves an execution to needs_review, keeping its reservation held (no settlement). */

@@ -61,9 +61,9 @@ export async function reapExpiredLeases(
   options: { limit: number; routingKeyFor: (category: string) => string; maxAttempts: number },
 ): Promise<{ requeued: string[]; exhausted: string[] }> {
   return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string; attempts: number }[] }>(
-      `SELECT id, project_id, category, attempts FROM executions
-        WHERE status = 'running' AND lease_expires_at < now()
+    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string; attempts: number; status: string }[] }>(
+      `SELECT id, project_id, category, attempts, status FROM executions
+        WHERE status IN ('running', 'waiting') AND lease_expires_at < now()
         ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
       [options.limit],
     );
@@ -71,11 +71,16 @@ export async function reapExpiredLeases(
     // workers: it is not handed out again. Its row is left as it is (lease expired) and the
     // caller abandons it after this commit; if the caller dies first, the next pass finds
     // it again.
-    const exhausted = res.rows.filter((r) => r.attempts >= options.maxAttempts).map((r) => r.id);
-    const rows = res.rows.filter((r) => r.attempts < options.maxAttempts);
+    const exhausted = res.rows.filter((r) => r.status === 'running' && r.attempts >= options.maxAttempts).map((r) => r.id);
+    const rows = res.rows.filter((r) => !exhausted.includes(r.id));
     if (rows.length === 0) return { requeued: [], exhausted };
     const ids = rows.map((r) => r.id);
-    await trx('executions').whereIn('id', ids).update({ lease_owner: null, lease_expires_at: null, updated_at: trx.fn.now() });
+    // The lease owner is cleared (a zombie worker's fenced writes now fail; anyone may claim)
+    // and the deadline pushed out: if the new message is lost too, the execution is reaped
+    // again then, instead of never (a NULL deadline would never be "past").
+    await trx('executions')
+      .whereIn('id', ids)
+      .update({ lease_owner: null, lease_expires_at: trx.raw(`now() + interval '5 minutes'`), updated_at: trx.fn.now() });
     await trx('outbox').insert(
       rows.map((r) => ({
         project_id: r.project_id,

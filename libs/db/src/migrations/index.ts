@@ -7,6 +7,7 @@ import * as m5 from './20261121000005_outbox_counters';
 import * as m6 from './20261121000006_rate_limits';
 import * as m7 from './20261121000007_tool_capabilities';
 import * as m8 from './20261121000008_step_external';
+import * as m9 from './20261121000009_waiting_lease_index';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
@@ -18,4 +19,5 @@ export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
   ['20261121000006_rate_limits', m6],
   ['20261121000007_tool_capabilities', m7],
   ['20261121000008_step_external', m8],
+  ['20261121000009_waiting_lease_index', m9],
 ];
