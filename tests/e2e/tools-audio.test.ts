@@ -137,13 +137,21 @@ describe('audio.speech', () => {
     expect(exe.chargedMicros).toBe(2 * SPEECH.unitPriceMicros);
     await settledAt(p.projectId, exe);
   });
+
+  it('stops speech past 1,100 s with artifact_too_large and charges nothing', async () => {
+    const p = await stack.seed({ creditMicros: CREDIT });
+    // an English voice reads each ideograph on its own: ~47 min of speech from 5,000 characters
+    const exe = await run(p.secret, 'audio.speech', { text: '\u9f8d'.repeat(5000), rate: 80 });
+    expect(exe).toMatchObject({ status: 'failed', errorCode: 'artifact_too_large', chargedMicros: 0, reservedMicros: 5 * SPEECH.unitPriceMicros });
+    await settledAt(p.projectId, exe);
+  });
 });
 
 describe('audio.transcode', () => {
   it('runs its catalog example (an uploaded 3 s MP3, normalised) and charges the measured seconds', async () => {
     const p = await stack.seed({ creditMicros: CREDIT });
     const fileId = await upload(stack, p.secret, 'audio/mpeg', await makeMedia.mp3(3));
-    const example = { ...catalog.get('audio.transcode')!.example, fileId };
+    const example: Record<string, unknown> = { ...catalog.get('audio.transcode')!.example, fileId };
     const exe = await run(p.secret, 'audio.transcode', example);
     const { audio, duration } = await artifactOf(p.secret, exe);
     expect(audio.codec_name).toBe('mp3');
@@ -197,6 +205,17 @@ describe('audio.transcode', () => {
     expect(exe.reservedMicros).toBe(600 * TRANSCODE.unitPriceMicros);
     expect(exe.chargedMicros).toBe(3 * TRANSCODE.unitPriceMicros);
     expect(exe.chargedMicros).toBe(transcodeCharge(exe));
+    await settledAt(p.projectId, exe);
+  });
+
+  it('refuses, in the free probe step, a WAV output over the 50 MiB cap', async () => {
+    const p = await stack.seed({ creditMicros: CREDIT });
+    const long = await ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=440:duration=600', '-ac', '2', '-ar', '48000', '-c:a', 'libmp3lame', '-b:a', '32k'], 'l.mp3');
+    const fileId = await upload(stack, p.secret, 'audio/mpeg', long);
+    // 600 s x 48 kHz x 2 channels x 2 bytes = 115 MB
+    const exe = await run(p.secret, 'audio.transcode', { fileId, format: 'wav' });
+    expect(exe).toMatchObject({ status: 'failed', errorCode: 'artifact_too_large', chargedMicros: 0 });
+    expect(exe.steps.map((s) => [s.name, s.status])).toEqual([['probe', 'failed']]);
     await settledAt(p.projectId, exe);
   });
 

@@ -212,11 +212,16 @@ describe('video.transcode', () => {
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: before.available, reserved: 0 });
   });
 
-  it('fails a startSeconds beyond the end of the input before any paid work', async () => {
+  it.each([
+    [10, 'probe', /startSeconds.*beyond the end/],
+    // inside the container's length but after the last frame starts: nothing is encoded
+    [2.99, 'transcode', /no video frames at or after startSeconds/],
+  ])('fails startSeconds %d of a 3 s input in %s with invalid_input_file, charge 0', async (startSeconds, step, message) => {
     const before = await projectBalance(stack.db, p.projectId);
-    const { done } = await run(secret, 'video.transcode', { fileId: ids.mp4, startSeconds: 10, durationSeconds: 1 });
+    const { done } = await run(secret, 'video.transcode', { fileId: ids.mp4, startSeconds, durationSeconds: 1 });
     expect(done).toMatchObject({ status: 'failed', errorCode: 'invalid_input_file', chargedMicros: 0 });
-    expect(done.errorMessage).toMatch(/startSeconds.*beyond the end/);
+    expect(done.errorMessage).toMatch(message);
+    expect(done.steps.at(-1)).toMatchObject({ name: step, status: 'failed', costMicros: 0 });
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: before.available, reserved: 0 });
   });
 });

@@ -3,6 +3,12 @@ import addFormats from 'ajv-formats';
 import { AppError } from '@tes/core';
 import { imageRender } from './tools/image-render';
 import { testSleep } from './tools/test-sleep';
+import { imageTransform } from './tools/image-transform';
+import { audioSpeech } from './tools/audio-speech';
+import { audioTranscode } from './tools/audio-transcode';
+import { videoSlideshow } from './tools/video-slideshow';
+import { videoThumbnail } from './tools/video-thumbnail';
+import { videoTranscode } from './tools/video-transcode';
 import type { ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
 export interface CatalogOptions {
@@ -38,7 +44,16 @@ export class Catalog {
   private readonly validators = new Map<string, ValidateFunction>();
 
   constructor(options: CatalogOptions) {
-    const defs = [imageRender, ...(options.enableTestTools ? [testSleep] : [])];
+    const defs = [
+      imageRender,
+      imageTransform,
+      audioSpeech,
+      audioTranscode,
+      videoSlideshow,
+      videoThumbnail,
+      videoTranscode,
+      ...(options.enableTestTools ? [testSleep] : []),
+    ];
     this.tools = new Map(defs.map((d) => [d.name, d]));
     const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false, useDefaults: true, coerceTypes: false });
     addFormats(ajv);

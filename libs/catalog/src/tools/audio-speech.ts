@@ -1,0 +1,86 @@
+import { ceilDiv, formatUsd } from '@tes/core';
+import type { ToolDefinition } from '../types';
+
+/**
+ * espeak-ng voices offered (each checked to exist in espeak-ng 1.51's data). The schema
+ * enum is the only way a voice name reaches espeak-ng's argv, so no caller string can be
+ * read there as an option or a path.
+ */
+export const SPEECH_VOICES = [
+  'en-us', 'en-gb', 'en-gb-scotland', 'en-gb-x-rp', 'en-029',
+  'de', 'fr-fr', 'fr-be', 'es', 'es-419', 'it', 'pt', 'pt-br', 'nl',
+  'sv', 'da', 'nb', 'fi', 'pl', 'cs', 'ru', 'uk', 'el', 'tr',
+  'hi', 'ar', 'ja', 'ko', 'cmn', 'vi',
+] as const;
+
+export const AUDIO_SPEECH_LIMITS = {
+  maxTextChars: 5_000,
+  minRate: 80,
+  maxRate: 450,
+  /**
+   * Speech longer than this fails with artifact_too_large (nothing charged). Needed because
+   * 5,000 characters do not bound the duration: espeak-ng spells out emoji and reads CJK
+   * ideographs in an English voice one by one (5,000 of them take ~47 min at 80 wpm).
+   * 1,100 s of espeak-ng's 22,050 Hz mono 16-bit PCM is ~48.5 MB, under the 50 MiB cap.
+   */
+  maxDurationSeconds: 1_100,
+  maxArtifactBytes: 50 * 1024 * 1024,
+} as const;
+
+/** Billing units: started blocks of 1,000 characters (Unicode code points, as the schema counts). */
+export function speechUnits(text: string): number {
+  return Math.max(1, ceilDiv(Array.from(text).length, 1_000));
+}
+
+/**
+ * audio.speech: text to WAV or MP3 with espeak-ng (offline). The text reaches espeak-ng
+ * only through a file, never argv; the charge is from the text's character count, which is
+ * known before the run, so quote and charge agree.
+ */
+export const audioSpeech: ToolDefinition = {
+  name: 'audio.speech',
+  category: 'audio',
+  description: 'Text to speech as WAV (16-bit PCM) or MP3 with espeak-ng.',
+  unit: '1k_characters',
+  inputSchema: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['text'],
+    properties: {
+      model: { type: 'string', enum: ['espeak-ng'], default: 'espeak-ng', description: 'Speech synthesizer.' },
+      text: {
+        type: 'string',
+        minLength: 1,
+        maxLength: AUDIO_SPEECH_LIMITS.maxTextChars,
+        pattern: '\\S',
+        description:
+          `Text to speak, 1 to ${AUDIO_SPEECH_LIMITS.maxTextChars} characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). ` +
+          `Speech longer than ${AUDIO_SPEECH_LIMITS.maxDurationSeconds} seconds fails with artifact_too_large and is not charged.`,
+      },
+      voice: { type: 'string', enum: [...SPEECH_VOICES], default: 'en-us', description: 'espeak-ng voice (language and accent).' },
+      rate: {
+        type: 'integer',
+        minimum: AUDIO_SPEECH_LIMITS.minRate,
+        maximum: AUDIO_SPEECH_LIMITS.maxRate,
+        default: 160,
+        description: `Speaking rate in words per minute, ${AUDIO_SPEECH_LIMITS.minRate} to ${AUDIO_SPEECH_LIMITS.maxRate}.`,
+      },
+      pitch: { type: 'integer', minimum: 0, maximum: 99, default: 50, description: 'Pitch, 0 (low) to 99 (high).' },
+      format: { type: 'string', enum: ['wav', 'mp3'], default: 'wav', description: 'wav: 16-bit PCM, 22,050 Hz mono. mp3: libmp3lame VBR.' },
+    },
+  },
+  example: { text: 'Hello from the Tool Execution Service.', voice: 'en-us', format: 'mp3' },
+  models: [
+    {
+      id: 'espeak-ng',
+      description: 'espeak-ng formant synthesis (offline), WAV or MP3 via ffmpeg.',
+      example: { text: 'The quick brown fox jumps over the lazy dog.', voice: 'en-gb', rate: 180, pitch: 40, format: 'wav' },
+      available: true,
+      // ffprobe measures the output's duration and stream facts.
+      requires: ['espeak-ng', 'ffmpeg', 'ffprobe'],
+    },
+  ],
+  describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per 1,000 characters, minimum ${formatUsd(p.minimumMicros)}`,
+  estimateUnits: (args) => ({ units: speechUnits(args.text as string) }),
+  plan: () => [{ name: 'synthesize', timeoutMs: 180_000 }],
+};

@@ -1,0 +1,78 @@
+import { formatUsd } from '@tes/core';
+import type { ToolDefinition } from '../types';
+
+/** Bounds of audio.transcode (the worker's copy in services/worker/src/tools/audio-transcode.ts must match). */
+export const AUDIO_TRANSCODE_LIMITS = {
+  /** Longest output, and the duration billed at most when durationSeconds is not given. */
+  maxDurationSeconds: 600,
+  /**
+   * Latest start point. An upload is at most 12 MiB; even an 8 kbit/s MP3 of that size lasts
+   * ~3.5 h, so 12 h is past the end of any input while still bounding the number.
+   */
+  maxStartSeconds: 43_200,
+  maxArtifactBytes: 50 * 1024 * 1024,
+} as const;
+
+export const AUDIO_SAMPLE_RATES = [8000, 16000, 22050, 44100, 48000] as const;
+
+/**
+ * audio.transcode: an uploaded WAV, MP3 or MP4 (its first audio track) to WAV or MP3 with
+ * ffmpeg: trim, EBU R128 loudness normalisation, resampling, up/down-mixing. The quote does
+ * not see the file, so its maximum is from the arguments alone (durationSeconds, else the
+ * 600 s cap); the charge is the output's measured duration in started seconds, capped there.
+ */
+export const audioTranscode: ToolDefinition = {
+  name: 'audio.transcode',
+  category: 'audio',
+  description: 'Convert uploaded WAV, MP3 or MP4 audio to WAV or MP3, with trimming and loudness normalisation.',
+  unit: 'second',
+  inputSchema: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['fileId', 'format'],
+    properties: {
+      model: { type: 'string', enum: ['ffmpeg'], default: 'ffmpeg', description: 'Transcoder.' },
+      fileId: {
+        type: 'string',
+        pattern: '^file_[0-9A-HJKMNP-TV-Z]{26}$',
+        description: 'An uploaded WAV, MP3 or MP4 file of this project. For MP4 the first audio track is used; an MP4 without audio fails with invalid_input_file.',
+      },
+      format: { type: 'string', enum: ['wav', 'mp3'], description: 'wav: 16-bit PCM. mp3: libmp3lame VBR (at most 2 channels).' },
+      startSeconds: {
+        type: 'number',
+        minimum: 0,
+        maximum: AUDIO_TRANSCODE_LIMITS.maxStartSeconds,
+        default: 0,
+        description: `Where the output starts in the input, 0 to ${AUDIO_TRANSCODE_LIMITS.maxStartSeconds} seconds. At or past the input's end fails with invalid_input_file (not charged).`,
+      },
+      durationSeconds: {
+        type: 'number',
+        exclusiveMinimum: 0,
+        maximum: AUDIO_TRANSCODE_LIMITS.maxDurationSeconds,
+        description: `Output length, more than 0 and at most ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. Default: to the input's end, cut at ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. The quote reserves this many started seconds (${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} when omitted).`,
+      },
+      normalize: { type: 'boolean', default: false, description: "EBU R128 loudness normalisation (ffmpeg loudnorm: -16 LUFS integrated, -1.5 dBTP true peak)." },
+      sampleRate: { type: 'integer', enum: [...AUDIO_SAMPLE_RATES], description: "Output sample rate in Hz. Default: the input's (for MP3, the nearest rate MP3 supports)." },
+      channels: { type: 'integer', enum: [1, 2], description: "Output channels. Default: the input's (MP3: at most 2)." },
+    },
+  },
+  example: { fileId: 'file_01ARZ3NDEKTSV4RRFFQ69G5FAV', format: 'mp3', startSeconds: 0, durationSeconds: 10, normalize: true },
+  models: [
+    {
+      id: 'ffmpeg',
+      description: 'ffmpeg 5 (libmp3lame, loudnorm); inputs checked with ffprobe before any paid work.',
+      example: { fileId: 'file_01ARZ3NDEKTSV4RRFFQ69G5FAV', format: 'wav', sampleRate: 16000, channels: 1 },
+      available: true,
+      requires: ['ffmpeg', 'ffprobe'],
+    },
+  ],
+  describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started second of output, minimum ${formatUsd(p.minimumMicros)}`,
+  estimateUnits: (args) => ({
+    units: Math.max(1, Math.ceil(typeof args.durationSeconds === 'number' ? args.durationSeconds : AUDIO_TRANSCODE_LIMITS.maxDurationSeconds)),
+  }),
+  plan: () => [
+    { name: 'probe', timeoutMs: 30_000 },
+    { name: 'transcode', timeoutMs: 300_000 },
+  ],
+  inputFiles: (args) => [{ fileId: args.fileId as string, formats: ['wav', 'mp3', 'mp4'], pointer: '/fileId' }],
+};

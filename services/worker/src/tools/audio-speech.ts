@@ -1,0 +1,96 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { ceilDiv, StepError } from '@tes/core';
+import { ProgramFailed, runProgram } from '../programs';
+import type { ToolRunner } from '../runner';
+import { assertArtifactSize, MAX_AUDIO_ARTIFACT_BYTES, measureAudio } from './audio-transcode';
+
+/** Must equal AUDIO_SPEECH_LIMITS.maxDurationSeconds in libs/catalog/src/tools/audio-speech.ts (documented there). */
+const MAX_SPEECH_SECONDS = 1_100;
+/** espeak-ng writes 22,050 Hz mono 16-bit PCM: the WAV header plus the longest speech allowed. */
+const MAX_WAV_BYTES = 44 + MAX_SPEECH_SECONDS * 22_050 * 2;
+
+interface SpeechArgs {
+  model: string;
+  text: string;
+  voice: string;
+  rate: number;
+  pitch: number;
+  format: 'wav' | 'mp3';
+}
+
+function badWav(): StepError {
+  return new StepError('internal_error', 'espeak-ng did not produce a WAV stream');
+}
+
+/**
+ * espeak-ng --stdout cannot seek back, so its RIFF and data sizes are placeholders
+ * (0x7ffff000-ish). Writes the real sizes so every player and ffprobe agree on the length.
+ */
+export function finalizeStreamedWav(buf: Buffer): Buffer {
+  if (buf.length < 12 || buf.toString('latin1', 0, 4) !== 'RIFF' || buf.toString('latin1', 8, 12) !== 'WAVE') throw badWav();
+  let off = 12;
+  while (off + 8 <= buf.length) {
+    const id = buf.toString('latin1', off, off + 4);
+    if (id === 'data') {
+      buf.writeUInt32LE(buf.length - off - 8, off + 4);
+      buf.writeUInt32LE(buf.length - 8, 4);
+      return buf;
+    }
+    const size = buf.readUInt32LE(off + 4);
+    off += 8 + size + (size % 2);
+  }
+  throw badWav();
+}
+
+/**
+ * audio.speech with espeak-ng: one 'synthesize' step. Hazards handled here:
+ * - the text goes through a file (-f), never argv, so text starting with '-' is spoken;
+ *   without -m espeak-ng reads it as plain text, not SSML;
+ * - the duration is NOT bounded by the 5,000-character limit (emoji and ideographs expand to
+ *   long readings), so the WAV is streamed to stdout and the child is killed once it passes
+ *   MAX_WAV_BYTES instead of letting it write an unbounded file with -w.
+ */
+export const audioSpeechRunner: ToolRunner = {
+  async runStep(ctx) {
+    if (ctx.name !== 'synthesize') throw new StepError('internal_error', `audio.speech has no step ${ctx.name}`);
+    const a = ctx.args as unknown as SpeechArgs;
+    const textFile = path.join(ctx.workDir, `speech-${ctx.index}.txt`);
+    await writeFile(textFile, a.text, 'utf8');
+    let raw: Buffer;
+    try {
+      const argv = ['-b', '1', '-v', a.voice, '-s', String(a.rate), '-p', String(a.pitch), '-f', textFile, '--stdout'];
+      raw = (await runProgram('espeak-ng', argv, { signal: ctx.signal, cwd: ctx.workDir, maxStdoutBytes: MAX_WAV_BYTES })).stdout;
+    } catch (err) {
+      if (err instanceof StepError && err.errorCode === 'artifact_too_large') {
+        throw new StepError('artifact_too_large', `the speech would last more than ${MAX_SPEECH_SECONDS} seconds`);
+      }
+      if (err instanceof ProgramFailed) throw new StepError('internal_error', `espeak-ng failed: ${err.message.slice(0, 200)}`);
+      throw err;
+    }
+    const wav = finalizeStreamedWav(raw);
+    const wavFile = path.join(ctx.workDir, `speech-${ctx.index}.wav`);
+    await writeFile(wavFile, wav);
+    let outFile = wavFile;
+    if (a.format === 'mp3') {
+      outFile = path.join(ctx.workDir, `speech-${ctx.index}.mp3`);
+      const argv = ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', '-i', wavFile, '-map', '0:a:0', '-c:a', 'libmp3lame', '-q:a', '2', '-fs', String(MAX_AUDIO_ARTIFACT_BYTES + 1), '-f', 'mp3', outFile];
+      try {
+        await runProgram('ffmpeg', argv, { signal: ctx.signal, cwd: ctx.workDir, maxStdoutBytes: 64_000 });
+      } catch (err) {
+        if (err instanceof ProgramFailed) throw new StepError('internal_error', `MP3 encoding failed: ${err.message.slice(0, 200)}`);
+        throw err;
+      }
+    }
+    await assertArtifactSize(outFile);
+    const facts = await measureAudio(outFile, ctx.signal);
+    // Billed on the characters actually spoken: the whole text, counted in code points as
+    // the schema's maxLength counts them, so the charge equals the quote.
+    const units = Math.max(1, ceilDiv(Array.from(a.text).length, 1_000));
+    return {
+      costMicros: ctx.catalog.charge('audio.speech', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      files: [{ format: a.format, mimeType: a.format === 'mp3' ? 'audio/mpeg' : 'audio/wav', body: await readFile(outFile) }],
+      facts: { durationSeconds: facts.durationSeconds, sampleRate: facts.sampleRate, channels: facts.channels, characters: Array.from(a.text).length },
+    };
+  },
+};
