@@ -113,7 +113,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'test-cleanup' });
       await amqp.addSetup(async (conn) => {
         const ch = await conn.createChannel();
-        await deleteTopology(ch, topologyNames(config.amqpPrefix), new Catalog({ enableTestTools: true }).categories());
+        await deleteTopology(ch, topologyNames(config.amqpPrefix, config.waitRecheckMs), new Catalog({ enableTestTools: true }).categories());
         await ch.close();
       });
       await amqp.start();

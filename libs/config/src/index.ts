@@ -32,6 +32,11 @@ export interface Config {
   readonly outboxSweepIntervalMs: number;
   readonly outboxGraceMs: number;
   readonly janitorIntervalMs: number;
+  /** Delay between polls of a provider job while an execution is waiting. */
+  readonly waitRecheckMs: number;
+  /** Allow provider traffic to loopback and private addresses (tests with local fakes only). */
+  readonly providerAllowPrivateNetworks: boolean;
+  readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string };
   readonly providers: {
     readonly replicateApiToken: string | undefined;
     readonly openaiApiKey: string | undefined;
@@ -150,6 +155,13 @@ export function loadConfig(env: Env = process.env): Config {
     outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
+    waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),
+    providerAllowPrivateNetworks: bool('PROVIDER_ALLOW_PRIVATE_NETWORKS', false),
+    providerBaseUrls: {
+      replicate: url('REPLICATE_BASE_URL', 'https://api.replicate.com/v1', ['https:', 'http:']),
+      fal: url('FAL_QUEUE_URL', 'https://queue.fal.run', ['https:', 'http:']),
+      openai: url('OPENAI_BASE_URL', 'https://api.openai.com/v1', ['https:', 'http:']),
+    },
     providers: {
       replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
       openaiApiKey: env.OPENAI_API_KEY || undefined,

@@ -2,3 +2,4 @@ export * from './topology';
 export * from './connection';
 export * from './publisher';
 export * from './consumer';
+export * from './dispatcher';

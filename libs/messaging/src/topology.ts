@@ -17,15 +17,25 @@ export interface TopologyNames {
   exchange: string;
   deadLetterExchange: string;
   deadLetterQueue: string;
+  /** Re-check delay (ms) of the wait queues; part of their names, since a queue's TTL cannot change. */
+  waitMs: number;
   queueFor(category: string): string;
+  waitQueueFor(category: string): string;
+  /** Routing key that reaches a category's wait queue on the executions exchange. */
+  waitRoutingKey(category: string): string;
 }
 
-export function topologyNames(prefix: string): TopologyNames {
+export const DEFAULT_WAIT_MS = 5_000;
+
+export function topologyNames(prefix: string, waitMs: number = DEFAULT_WAIT_MS): TopologyNames {
   return {
     exchange: `${prefix}tes.executions`,
     deadLetterExchange: `${prefix}tes.dlx`,
     deadLetterQueue: `${prefix}executions.dead`,
+    waitMs,
     queueFor: (category: string) => `${prefix}executions.${category}`,
+    waitQueueFor: (category: string) => `${prefix}executions.${category}.wait.${waitMs}`,
+    waitRoutingKey: (category: string) => `${category}.wait.${waitMs}`,
   };
 }
 
@@ -45,12 +55,24 @@ export async function declareTopology(ch: Channel, names: TopologyNames, categor
       },
     });
     await ch.bindQueue(queue, names.exchange, category);
+    // The delay line for provider re-checks: messages sit for waitMs, then the broker
+    // dead-letters them back to the category's work queue. Classic queue: every message has
+    // the same TTL, so expiry at the head is in order.
+    const wait = names.waitQueueFor(category);
+    await ch.assertQueue(wait, {
+      durable: true,
+      arguments: { 'x-message-ttl': names.waitMs, 'x-dead-letter-exchange': names.exchange, 'x-dead-letter-routing-key': category },
+    });
+    await ch.bindQueue(wait, names.exchange, names.waitRoutingKey(category));
   }
 }
 
 /** Removes a prefixed topology (tests clean up their own queues). */
 export async function deleteTopology(ch: Channel, names: TopologyNames, categories: readonly string[]): Promise<void> {
-  for (const category of categories) await ch.deleteQueue(names.queueFor(category));
+  for (const category of categories) {
+    await ch.deleteQueue(names.queueFor(category));
+    await ch.deleteQueue(names.waitQueueFor(category));
+  }
   await ch.deleteQueue(names.deadLetterQueue);
   await ch.deleteExchange(names.exchange);
   await ch.deleteExchange(names.deadLetterExchange);

@@ -4,7 +4,7 @@ import type { Config } from '@tes/config';
 import type { Role, Scope } from '@tes/core';
 import type { Logger, Metrics } from '@tes/observability';
 import type { ObjectStore } from '@tes/storage';
-import type { OutboxDispatcher } from './dispatcher';
+import type { OutboxDispatcher } from '@tes/messaging';
 import type { SettingsCache } from './settings-cache';
 
 export interface GatewayDeps {

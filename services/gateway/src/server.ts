@@ -2,12 +2,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Catalog } from '@tes/catalog';
 import type { Config } from '@tes/config';
-import { createDb } from '@tes/db';
-import { AmqpClient, ConfirmPublisher, topologyNames, topologySetup } from '@tes/messaging';
+import { createDb, markOutboxPublished } from '@tes/db';
+import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
-import { OutboxDispatcher } from './dispatcher';
 import { SettingsCache } from './settings-cache';
 
 export interface RunningGateway {
@@ -23,7 +22,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
   const store = new ObjectStore(config.s3);
   const catalog = new Catalog({ enableTestTools: config.enableTestTools });
-  const names = topologyNames(config.amqpPrefix);
+  const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-gateway' });
   // Declared here too: a message published before any worker declared its queue would
   // otherwise be routed nowhere and silently dropped.
@@ -31,7 +30,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
   await publisher.start();
   await amqp.start();
-  const dispatcher = new OutboxDispatcher(db, publisher, logger, metrics);
+  const dispatcher = new OutboxDispatcher(publisher, (id) => markOutboxPublished(db, [id]), logger, () => metrics.outboxPublished.inc({ source: 'gateway' }));
   const settings = new SettingsCache(db, config.settingsCacheTtlMs);
   await settings.get(); // fails fast when the database is unreachable or unmigrated
 

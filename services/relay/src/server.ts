@@ -17,7 +17,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const db = createDb({ url: config.databaseUrl, poolMax: Math.min(config.dbPoolMax, 4), applicationName: 'tes-relay' });
   const store = new ObjectStore(config.s3);
   const catalog = new Catalog({ enableTestTools: config.enableTestTools });
-  const names = topologyNames(config.amqpPrefix);
+  const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
   await amqp.addSetup(topologySetup(names, catalog.categories()));
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);

@@ -13,6 +13,8 @@ import {
   getSteps,
   isConnectionError,
   markNeedsReview,
+  enterWaiting,
+  recordExternalRef,
   releaseLease,
   renewLease,
   settleExecution,
@@ -22,11 +24,11 @@ import {
   type NewArtifact,
   type StepRecord,
 } from '@tes/db';
-import type { Disposition } from '@tes/messaging';
+import type { Disposition, OutboxDispatcher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
 import { hasProgram } from './programs';
-import type { InputFile, StepResult, ToolRunner } from './runner';
+import { isWait, OutcomeUnknown, type InputFile, type StepOutcome, type StepResult, type ToolRunner } from './runner';
 
 export const ARTIFACT_RETENTION_MS = 30 * 24 * 3600 * 1000;
 const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
@@ -41,6 +43,11 @@ export interface EngineDeps {
   leaseTtlMs: number;
   /** Unique per process: the lease owner written on claimed executions. */
   workerId: string;
+  /** Publishes outbox rows right after commit (re-checks of waiting executions). */
+  dispatcher: OutboxDispatcher;
+  /** Routing key of a category's delay queue, and its delay. */
+  waitRoutingKeyFor: (category: string) => string;
+  waitMs: number;
 }
 
 class LeaseLost extends Error {
@@ -145,28 +152,36 @@ export class StepEngine {
         await this.settle(e, 'failed', steps, { errorCode: 'step_limit_exceeded', errorMessage: `an execution runs at most ${MAX_STEPS} steps` });
         return;
       }
-      if (recorded?.status === 'running' && step.external) {
-        // Started with an external provider and never recorded: it may have run and cost
-        // money. Never rerun silently; an operator decides.
-        await markNeedsReview(db, { executionId: e.id, owner: workerId, errorCode: 'provider_outcome_unknown', errorMessage: `step ${index} (${step.name}) outcome unknown after a crash` });
-        logger.warn('worker.execution.needs_review', { ...log, step: index });
+      const resuming = recorded?.status === 'running' && step.external === true;
+      if (resuming && !recorded.externalRef) {
+        // Started with an external provider and no reference was recorded: the request may
+        // have run and cost money. Never send it again; an operator decides.
+        await this.needsReview(e, index, `step ${index} (${step.name}) was sent to a provider and its outcome is unknown after a crash`);
         return;
       }
-      const lease = await renewLease(db, e.id, workerId, this.deps.leaseTtlMs);
-      if (!lease) throw new LeaseLost();
-      if (lease.cancelRequested) {
-        await this.settle(e, 'cancelled', steps, {});
-        return;
-      }
-      if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId, external: step.external ?? false }))) {
-        throw new LeaseLost();
+      if (!resuming) {
+        // A new step (a re-check of a waiting provider step is not one): stop here if
+        // cancellation was requested.
+        const lease = await renewLease(db, e.id, workerId, this.deps.leaseTtlMs);
+        if (!lease) throw new LeaseLost();
+        if (lease.cancelRequested) {
+          await this.settle(e, 'cancelled', steps, {});
+          return;
+        }
+        if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId, external: step.external ?? false }))) {
+          throw new LeaseLost();
+        }
       }
 
-      let result: StepResult;
+      let result: StepOutcome;
       try {
-        result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices, workDir);
+        result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices, workDir, resuming ? recorded : undefined);
       } catch (err) {
         if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
+        if (err instanceof OutcomeUnknown) {
+          await this.needsReview(e, index, err.message);
+          return;
+        }
         const failure = err instanceof StepError ? err : null;
         if (!failure) logger.error('worker.step.crashed', { ...log, step: index, err });
         const errorCode = failure?.errorCode ?? (isAppError(err) ? 'internal_error' : 'internal_error');
@@ -179,6 +194,20 @@ export class StepEngine {
         return;
       }
 
+      if (isWait(result)) {
+        // Frees the consumer slot; the delay queue brings the execution back for a re-check.
+        const outboxId = await enterWaiting(db, {
+          executionId: e.id,
+          projectId: e.projectId,
+          owner: workerId,
+          routingKey: this.deps.waitRoutingKeyFor(e.category),
+          recheckDeadlineMs: this.deps.waitMs * 4 + 30_000,
+        });
+        if (outboxId === null) throw new LeaseLost();
+        this.deps.dispatcher.dispatch(outboxId, this.deps.waitRoutingKeyFor(e.category), { executionId: e.id, projectId: e.projectId, recheck: true });
+        logger.info('worker.step.waiting', { ...log, step: index, name: step.name });
+        return;
+      }
       const artifacts = await this.storeFiles(e, index, result);
       const ok = await finishStep(db, {
         executionId: e.id,
@@ -215,7 +244,8 @@ export class StepEngine {
     previous: StepRecord[],
     prices: PriceList,
     workDir: string,
-  ): Promise<StepResult> {
+    resumed: StepRecord | undefined,
+  ): Promise<StepOutcome> {
     const { db, workerId, leaseTtlMs } = this.deps;
     const controller = new AbortController();
     const onShutdown = () => controller.abort(new ShuttingDown());
@@ -240,6 +270,13 @@ export class StepEngine {
         name,
         signal: controller.signal,
         previous,
+        externalRef: resumed?.externalRef ?? null,
+        stepCheckpoint: resumed?.checkpoint ?? null,
+        recordExternalRef: async (ref, checkpoint) => {
+          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
+            throw new LeaseLost();
+          }
+        },
         prices,
         workDir,
         inputFile: (fileId) => this.fetchInput(e, fileId, workDir, controller.signal),
@@ -248,7 +285,7 @@ export class StepEngine {
         logger: this.deps.logger,
       });
       if (controller.signal.aborted) throw controller.signal.reason;
-      if (!Number.isSafeInteger(result.costMicros) || result.costMicros < 0) throw new Error(`step ${name} reported an invalid cost`);
+      if (!isWait(result) && (!Number.isSafeInteger(result.costMicros) || result.costMicros < 0)) throw new Error(`step ${name} reported an invalid cost`);
       return result;
     } catch (err) {
       throw controller.signal.aborted ? controller.signal.reason : err;
@@ -267,6 +304,14 @@ export class StepEngine {
     const target = path.join(workDir, `${file.id}.${file.format}`);
     await writeFile(target, bytes);
     return { path: target, format: file.format, sizeBytes: bytes.length };
+  }
+
+  private async needsReview(e: ExecutionRecord, index: number, message: string): Promise<void> {
+    if (!(await markNeedsReview(this.deps.db, { executionId: e.id, owner: this.deps.workerId, errorCode: 'provider_outcome_unknown', errorMessage: message }))) {
+      throw new LeaseLost();
+    }
+    this.deps.metrics.executionsTotal.inc({ tool: e.tool, status: 'needs_review' });
+    this.deps.logger.warn('worker.execution.needs_review', { executionId: e.id, projectId: e.projectId, tool: e.tool, step: index });
   }
 
   private async storeFiles(e: ExecutionRecord, index: number, result: StepResult): Promise<NewArtifact[]> {

@@ -20,6 +20,33 @@ export interface StepResult {
   facts?: Record<string, unknown>;
 }
 
+/**
+ * The step handed work to an external provider and recorded its reference: the execution
+ * waits (status `waiting`, consumer slot freed) and the step runs again on a re-check, with
+ * `externalRef` set, to poll.
+ */
+export interface StepWait {
+  wait: true;
+}
+
+export type StepOutcome = StepResult | StepWait;
+
+export function isWait(o: StepOutcome): o is StepWait {
+  return (o as StepWait).wait === true;
+}
+
+/**
+ * A request that may have reached the provider failed without an answer (connection lost,
+ * timeout, a 5xx to a create): it may have run and may cost money. The engine never sends
+ * it again; the execution goes to needs_review with its reservation held.
+ */
+export class OutcomeUnknown extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OutcomeUnknown';
+  }
+}
+
 export interface StepContext {
   execution: ExecutionRecord;
   args: Record<string, unknown>;
@@ -29,6 +56,15 @@ export interface StepContext {
   signal: AbortSignal;
   /** Steps already recorded for this execution (checkpoints of earlier steps). */
   previous: StepRecord[];
+  /** The provider reference this step recorded on an earlier run (a re-check), else null. */
+  externalRef: string | null;
+  /** The checkpoint this step recorded with its reference, else null. */
+  stepCheckpoint: Record<string, unknown> | null;
+  /**
+   * Durably records the provider's job reference before the step waits on it. Call it as
+   * soon as the provider answered the create, before anything else can fail.
+   */
+  recordExternalRef(ref: string, checkpoint?: Record<string, unknown>): Promise<void>;
   prices: PriceList;
   /** A private temporary folder for this attempt, removed when the execution stops here. */
   workDir: string;
@@ -50,7 +86,7 @@ export interface InputFile {
 
 /** The worker-side implementation of a catalog tool: runs one named step at a time. */
 export interface ToolRunner {
-  runStep(ctx: StepContext): Promise<StepResult>;
+  runStep(ctx: StepContext): Promise<StepOutcome>;
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason when aborted first. */

@@ -1,7 +1,7 @@
 import { Catalog } from '@tes/catalog';
 import type { Config } from '@tes/config';
-import { createDb, reportCapabilities } from '@tes/db';
-import { AmqpClient, Consumer, topologyNames, topologySetup } from '@tes/messaging';
+import { createDb, markOutboxPublished, reportCapabilities } from '@tes/db';
+import { AmqpClient, ConfirmPublisher, Consumer, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { newWorkerId, StepEngine } from './engine';
@@ -26,12 +26,27 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   const store = new ObjectStore(config.s3);
   const catalog = new Catalog({ enableTestTools: config.enableTestTools });
   const workerId = newWorkerId();
-  const engine = new StepEngine({ db, catalog, store, runners: RUNNERS, logger, metrics, leaseTtlMs: config.leaseTtlMs, workerId });
-  const names = topologyNames(config.amqpPrefix);
+  const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));
   const categories = config.workerQueues.filter((c) => catalog.categories().includes(c));
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: `tes-worker-${workerId}` });
   await amqp.addSetup(topologySetup(names, catalog.categories()));
+  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
+  await publisher.start();
+  const dispatcher = new OutboxDispatcher(publisher, (id) => markOutboxPublished(db, [id]), logger);
+  const engine = new StepEngine({
+    db,
+    catalog,
+    store,
+    runners: RUNNERS,
+    logger,
+    metrics,
+    leaseTtlMs: config.leaseTtlMs,
+    workerId,
+    dispatcher,
+    waitRoutingKeyFor: (c) => names.waitRoutingKey(c),
+    waitMs: config.waitRecheckMs,
+  });
   const consumers = categories.map(
     (category) =>
       new Consumer(amqp, { queue: names.queueFor(category), concurrency: config.workerConcurrency, handler: (payload) => engine.handle(payload) }, logger),
@@ -73,6 +88,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
     engine,
     parts: [
       { name: 'consumers', stop: drain },
+      { name: 'dispatcher', stop: () => dispatcher.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },

@@ -1,0 +1,48 @@
+import type { PollResult, ProviderContext } from './common';
+import { createJob, read, requireCredential } from './common';
+
+/**
+ * Replicate predictions API: POST /models/{owner}/{name}/predictions creates a prediction
+ * ({ id, status: starting|processing|succeeded|failed|canceled, output, error }); GET
+ * /predictions/{id} polls it. Output is a URL or a list of URLs.
+ */
+interface Prediction {
+  id: string;
+  status: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled';
+  output?: unknown;
+  error?: unknown;
+}
+
+function auth(ctx: ProviderContext) {
+  return { Authorization: `Bearer ${requireCredential(ctx.credentials.replicate, 'REPLICATE_API_TOKEN')}` };
+}
+
+export async function replicateCreate(ctx: ProviderContext, model: string, input: Record<string, unknown>): Promise<string> {
+  const p = await createJob(
+    () => ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, { json: { input }, headers: auth(ctx), signal: ctx.signal }),
+    ctx.signal,
+  );
+  if (typeof p.id !== 'string' || p.id.length === 0) throw new Error('Replicate answered without a prediction id');
+  return p.id;
+}
+
+export async function replicatePoll(ctx: ProviderContext, id: string): Promise<PollResult> {
+  const p = await read(
+    () => ctx.http.json<Prediction>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, { headers: auth(ctx), signal: ctx.signal }),
+    ctx.signal,
+  );
+  switch (p.status) {
+    case 'starting':
+    case 'processing':
+      return { done: false };
+    case 'succeeded': {
+      const urls = (Array.isArray(p.output) ? p.output : [p.output]).filter((u): u is string => typeof u === 'string');
+      if (urls.length === 0) return { failed: 'Replicate reported success without output files' };
+      return { done: true, outputs: urls.map((url) => ({ url })) };
+    }
+    case 'failed':
+    case 'canceled':
+    default:
+      return { failed: `Replicate prediction ${p.status}: ${String(p.error ?? 'no reason given').slice(0, 300)}` };
+  }
+}
