@@ -1,0 +1,83 @@
+import { DevError } from './output';
+
+export const EXAMPLE_TOOL = 'image.render';
+export const EXAMPLE_ARGS = { text: 'Hello from npm start', width: 800, height: 600, format: 'png' };
+
+export interface Quote {
+  priceVersion: string;
+  maximumChargeMicros: number;
+}
+
+/**
+ * Asks the running gateway for the example's quote, so the printed submit carries the
+ * current priceVersion and a sufficient maximumChargeMicros and works as pasted. Doubles
+ * as a last check that the gateway answers on its public port with the seeded key.
+ */
+export async function fetchQuote(baseUrl: string, secret: string): Promise<Quote> {
+  let res: Response;
+  try {
+    res = await fetch(`${baseUrl}/tools/quote`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ tool: EXAMPLE_TOOL, arguments: EXAMPLE_ARGS }),
+      signal: AbortSignal.timeout(10_000),
+    });
+  } catch (err) {
+    throw new DevError(`the gateway does not answer at ${baseUrl}: ${(err as Error).message}`);
+  }
+  const body = (await res.json().catch(() => undefined)) as { data?: Quote } | undefined;
+  if (res.status !== 200 || !body?.data?.priceVersion) {
+    throw new DevError(`the example quote failed: HTTP ${res.status} ${JSON.stringify(body)}`);
+  }
+  return body.data;
+}
+
+/**
+ * The copy-paste walk through the API, in POSIX shell. `tes_json` (node, which every
+ * developer here has) prints one field of a JSON answer, so no jq is needed.
+ */
+export function exampleText(o: { baseUrl: string; secret: string; quote: Quote; idempotencyKey: string }): string {
+  const submitBody = JSON.stringify({
+    tool: EXAMPLE_TOOL,
+    arguments: EXAMPLE_ARGS,
+    priceVersion: o.quote.priceVersion,
+    maximumChargeMicros: o.quote.maximumChargeMicros,
+  });
+  const auth = '-H "Authorization: Bearer $TES_KEY"';
+  const json = "-H 'Content-Type: application/json'";
+  return `
+================================================================================
+ The API is up at ${o.baseUrl}   (Ctrl-C stops everything)
+ Development key (all scopes, $100 of credit): ${o.secret}
+
+ Try it (paste into a shell):
+
+export TES_URL=${o.baseUrl}
+export TES_KEY=${o.secret}
+tes_json() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(process.argv[1].split(/[.[\\]]+/).filter(Boolean).reduce((v,k)=>v?.[k],JSON.parse(s))))' "$1"; }
+
+# 1. the tool catalog, with prices
+curl -sS -w '\\n' "$TES_URL/tools" ${auth}
+
+# 2. a quote for rendering an image
+curl -sS -w '\\n' -X POST "$TES_URL/tools/quote" ${auth} ${json} \\
+  -d '${JSON.stringify({ tool: EXAMPLE_TOOL, arguments: EXAMPLE_ARGS })}'
+
+# 3. submit it: priceVersion and maximumChargeMicros come from the quote; resending the
+#    same Idempotency-Key returns the same execution instead of charging twice
+EXECUTION_ID=$(curl -sS -X POST "$TES_URL/tools/${EXAMPLE_TOOL}" ${auth} ${json} \\
+  -H 'Idempotency-Key: ${o.idempotencyKey}' \\
+  -d '${submitBody}' | tes_json data.id); echo "$EXECUTION_ID"
+
+# 4. poll until it is done (the API's Retry-After says 5 s; 1 s is fine locally)
+while :; do STATUS=$(curl -sS "$TES_URL/tools/executions/$EXECUTION_ID" ${auth} | tes_json data.status); echo "$STATUS"
+  case "$STATUS" in queued|running|waiting) sleep 1 ;; *) break ;; esac; done
+curl -sS -w '\\n' "$TES_URL/tools/executions/$EXECUTION_ID" ${auth}
+
+# 5. a short-lived download URL for the PNG (no key in it), then the file
+ARTIFACT_ID=$(curl -sS "$TES_URL/tools/executions/$EXECUTION_ID" ${auth} | tes_json 'data.output.artifacts[0].id')
+DOWNLOAD_URL=$(curl -sS "$TES_URL/tools/executions/$EXECUTION_ID/artifacts/$ARTIFACT_ID/download" ${auth} | tes_json data.url)
+curl -sS -o hello.png "$DOWNLOAD_URL" && ls -l hello.png
+================================================================================
+`;
+}
