@@ -3,16 +3,20 @@ import addFormats from 'ajv-formats';
 import { AppError } from '@tes/core';
 import { imageRender } from './tools/image-render';
 import { testSleep } from './tools/test-sleep';
+import { imageGenerate } from './tools/image-generate';
+import { videoGenerate } from './tools/video-generate';
 import { imageTransform } from './tools/image-transform';
 import { audioSpeech } from './tools/audio-speech';
 import { audioTranscode } from './tools/audio-transcode';
 import { videoSlideshow } from './tools/video-slideshow';
 import { videoThumbnail } from './tools/video-thumbnail';
 import { videoTranscode } from './tools/video-transcode';
-import type { ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
+import type { ProviderAvailability, ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
 export interface CatalogOptions {
   enableTestTools: boolean;
+  /** Providers whose credentials are configured; none when omitted. */
+  providers?: Partial<ProviderAvailability>;
 }
 
 export interface ResolvedInput {
@@ -44,14 +48,17 @@ export class Catalog {
   private readonly validators = new Map<string, ValidateFunction>();
 
   constructor(options: CatalogOptions) {
+    const providers: ProviderAvailability = { replicate: false, fal: false, openai: false, ...options.providers };
     const defs = [
       imageRender,
+      imageGenerate(providers),
       imageTransform,
       audioSpeech,
       audioTranscode,
       videoSlideshow,
       videoThumbnail,
       videoTranscode,
+      videoGenerate(providers),
       ...(options.enableTestTools ? [testSleep] : []),
     ];
     this.tools = new Map(defs.map((d) => [d.name, d]));

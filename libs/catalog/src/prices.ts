@@ -11,6 +11,20 @@ export const DEFAULT_PRICE_LIST: PriceList = {
     'video.slideshow': { models: { ffmpeg: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
     'video.thumbnail': { models: { ffmpeg: { unitPriceMicros: 500, minimumMicros: 500 } } },
     'video.transcode': { models: { ffmpeg: { unitPriceMicros: 2_000, minimumMicros: 2_000 } } },
+    // Provider models: our price per output, above the providers' published prices.
+    'image.generate': {
+      models: {
+        'replicate/flux-schnell': { unitPriceMicros: 4_000, minimumMicros: 4_000 },
+        'fal/flux-schnell': { unitPriceMicros: 4_000, minimumMicros: 4_000 },
+        'openai/gpt-image-1': { unitPriceMicros: 70_000, minimumMicros: 70_000 },
+      },
+    },
+    'video.generate': {
+      models: {
+        'replicate/kling-v1.6-standard': { unitPriceMicros: 60_000, minimumMicros: 300_000 },
+        'fal/kling-video-v1-standard': { unitPriceMicros: 60_000, minimumMicros: 300_000 },
+      },
+    },
     'test.sleep': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } },
   },
 };

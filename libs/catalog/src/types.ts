@@ -75,6 +75,13 @@ export interface ToolDefinition {
   inputFiles?(args: Record<string, unknown>): InputFileRef[];
 }
 
+/** Which providers have credentials configured (their models are available only then). */
+export interface ProviderAvailability {
+  replicate: boolean;
+  fal: boolean;
+  openai: boolean;
+}
+
 /** Models the workers reported they cannot run, as "tool:model" keys. */
 export type Unavailable = ReadonlySet<string>;
 

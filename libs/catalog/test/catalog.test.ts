@@ -2,7 +2,7 @@ import { AppError } from '@tes/core';
 import { Catalog, checkPriceList, DEFAULT_PRICE_LIST, IMAGE_RENDER_LIMITS, type PriceList } from '@tes/catalog';
 
 const VERSION = '2026-11-01.1';
-const catalog = new Catalog({ enableTestTools: true });
+const catalog = new Catalog({ enableTestTools: true, providers: { replicate: true, fal: true, openai: true } });
 
 function quoteOf(tool: string, args: Record<string, unknown>, prices: PriceList = DEFAULT_PRICE_LIST) {
   return catalog.quote(catalog.resolve(tool, args), prices, VERSION);
@@ -159,6 +159,16 @@ describe('validation', () => {
     expect(listed.map((t) => t.name)).toContain('image.render');
     expect(catalog.categories()).toContain('test');
   });
+});
+
+it('provider models are unavailable without their credentials, and the tool with them', () => {
+  const none = new Catalog({ enableTestTools: false });
+  expect(() => none.resolve('image.generate', { prompt: 'x' })).toThrow(expect.objectContaining({ code: 'tool_unavailable' }));
+  const falOnly = new Catalog({ enableTestTools: false, providers: { fal: true } });
+  expect(falOnly.resolve('image.generate', { prompt: 'x' }).model).toBe('fal/flux-schnell');
+  expect(() => falOnly.resolve('image.generate', { prompt: 'x', model: 'openai/gpt-image-1' })).toThrow(expect.objectContaining({ code: 'model_unavailable' }));
+  const listed = (none.describe(DEFAULT_PRICE_LIST, VERSION, true).tools as { name: string; available: boolean }[]).find((t) => t.name === 'image.generate');
+  expect(listed?.available).toBe(false);
 });
 
 describe('describe', () => {

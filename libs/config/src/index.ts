@@ -36,6 +36,7 @@ export interface Config {
   readonly waitRecheckMs: number;
   /** Allow provider traffic to loopback and private addresses (tests with local fakes only). */
   readonly providerAllowPrivateNetworks: boolean;
+  readonly providerJobTimeoutMs: number;
   readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string };
   readonly providers: {
     readonly replicateApiToken: string | undefined;
@@ -157,6 +158,7 @@ export function loadConfig(env: Env = process.env): Config {
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),
     providerAllowPrivateNetworks: bool('PROVIDER_ALLOW_PRIVATE_NETWORKS', false),
+    providerJobTimeoutMs: int('PROVIDER_JOB_TIMEOUT_MS', 30 * 60_000, 100, 24 * 3_600_000),
     providerBaseUrls: {
       replicate: url('REPLICATE_BASE_URL', 'https://api.replicate.com/v1', ['https:', 'http:']),
       fal: url('FAL_QUEUE_URL', 'https://queue.fal.run', ['https:', 'http:']),
@@ -178,4 +180,9 @@ function deepFreeze<T>(obj: T): T {
     Object.freeze(obj);
   }
   return obj;
+}
+
+/** Which provider credentials are configured (the catalog offers those models only). */
+export function providerAvailability(config: Config): { replicate: boolean; fal: boolean; openai: boolean } {
+  return { replicate: !!config.providers.replicateApiToken, fal: !!config.providers.falKey, openai: !!config.providers.openaiApiKey };
 }

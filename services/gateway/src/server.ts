@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Catalog } from '@tes/catalog';
-import type { Config } from '@tes/config';
+import { providerAvailability, type Config } from '@tes/config';
 import { createDb, markOutboxPublished } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
@@ -21,7 +21,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   const metrics = createMetrics('gateway');
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
   const store = new ObjectStore(config.s3);
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-gateway' });
   // Declared here too: a message published before any worker declared its queue would

@@ -1,5 +1,5 @@
 import { Catalog } from '@tes/catalog';
-import type { Config } from '@tes/config';
+import { providerAvailability, type Config } from '@tes/config';
 import { createDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
@@ -16,7 +16,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const metrics = createMetrics('relay');
   const db = createDb({ url: config.databaseUrl, poolMax: Math.min(config.dbPoolMax, 4), applicationName: 'tes-relay' });
   const store = new ObjectStore(config.s3);
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
   await amqp.addSetup(topologySetup(names, catalog.categories()));

@@ -28,6 +28,7 @@ import type { Disposition, OutboxDispatcher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
 import { hasProgram } from './programs';
+import type { ProviderSetup } from './providers/common';
 import { isWait, OutcomeUnknown, type InputFile, type StepOutcome, type StepResult, type ToolRunner } from './runner';
 
 export const ARTIFACT_RETENTION_MS = 30 * 24 * 3600 * 1000;
@@ -48,6 +49,7 @@ export interface EngineDeps {
   /** Routing key of a category's delay queue, and its delay. */
   waitRoutingKeyFor: (category: string) => string;
   waitMs: number;
+  providers: ProviderSetup;
 }
 
 class LeaseLost extends Error {
@@ -283,6 +285,7 @@ export class StepEngine {
         catalog: this.deps.catalog,
         store: this.deps.store,
         logger: this.deps.logger,
+        providers: this.deps.providers,
       });
       if (controller.signal.aborted) throw controller.signal.reason;
       if (!isWait(result) && (!Number.isSafeInteger(result.costMicros) || result.costMicros < 0)) throw new Error(`step ${name} reported an invalid cost`);

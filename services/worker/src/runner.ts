@@ -2,6 +2,7 @@ import type { Catalog, PriceList } from '@tes/catalog';
 import type { ExecutionRecord, StepRecord } from '@tes/db';
 import type { Logger } from '@tes/observability';
 import type { ObjectStore } from '@tes/storage';
+import type { ProviderSetup } from './providers/common';
 
 /** A file a step produced; the engine stores it and records it as an artifact. */
 export interface ProducedFile {
@@ -76,6 +77,8 @@ export interface StepContext {
   catalog: Catalog;
   store: ObjectStore;
   logger: Logger;
+  /** HTTP client (address-guarded), base URLs and credentials for provider-backed models. */
+  providers: ProviderSetup;
 }
 
 export interface InputFile {

@@ -1,5 +1,5 @@
 import { Catalog } from '@tes/catalog';
-import type { Config } from '@tes/config';
+import { providerAvailability, type Config } from '@tes/config';
 import { createDb, markOutboxPublished, reportCapabilities } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
@@ -7,6 +7,7 @@ import { ObjectStore } from '@tes/storage';
 import { newWorkerId, StepEngine } from './engine';
 import { RUNNERS } from './tools';
 import { hasProgram } from './programs';
+import { ProviderHttp } from './providers/http';
 
 export interface RunningWorker {
   workerId: string;
@@ -24,7 +25,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   const metrics = createMetrics('worker');
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker' });
   const store = new ObjectStore(config.s3);
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const workerId = newWorkerId();
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));
@@ -46,6 +47,12 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
     dispatcher,
     waitRoutingKeyFor: (c) => names.waitRoutingKey(c),
     waitMs: config.waitRecheckMs,
+    providers: {
+      http: new ProviderHttp({ allowPrivateNetworks: config.providerAllowPrivateNetworks }),
+      baseUrls: config.providerBaseUrls,
+      credentials: { replicate: config.providers.replicateApiToken, fal: config.providers.falKey, openai: config.providers.openaiApiKey },
+      jobTimeoutMs: config.providerJobTimeoutMs,
+    },
   });
   const consumers = categories.map(
     (category) =>

@@ -1,7 +1,7 @@
 import { formatUsd } from '@tes/core';
 import type { ToolDefinition } from '../types';
 
-/** Bounds of audio.transcode (the worker's copy in services/worker/src/tools/audio-transcode.ts must match). */
+/** Bounds of audio.transcode: the schema documents them and the worker enforces these same values. */
 export const AUDIO_TRANSCODE_LIMITS = {
   /** Longest output, and the duration billed at most when durationSeconds is not given. */
   maxDurationSeconds: 600,

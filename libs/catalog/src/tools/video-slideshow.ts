@@ -11,6 +11,10 @@ export const VIDEO_SLIDESHOW_LIMITS = {
   maxWidth: 1920,
   minHeight: 128,
   maxHeight: 1080,
+  /** Decoded pixels of an uploaded slide image at most (a small PNG can declare a huge canvas). */
+  maxSlidePixels: 40_000_000,
+  /** Encoded output bytes at most (artifact_too_large above). */
+  maxOutputBytes: 50 * 1024 * 1024,
 } as const;
 
 const L = VIDEO_SLIDESHOW_LIMITS;

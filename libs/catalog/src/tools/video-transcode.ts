@@ -8,6 +8,14 @@ export const VIDEO_TRANSCODE_LIMITS = {
   maxDurationSeconds: 300,
   minCrf: 18,
   maxCrf: 35,
+  /** Largest input frame side decoded (a tiny file can declare a huge frame). */
+  maxInputSide: 4096,
+  /** Output frame height cap: a taller frame is fitted into width x maxHeight. */
+  maxHeight: 1920,
+  /** Output frame rate cap. */
+  maxFps: 60,
+  /** Encoded output bytes at most (artifact_too_large above). */
+  maxOutputBytes: 50 * 1024 * 1024,
 } as const;
 
 const L = VIDEO_TRANSCODE_LIMITS;

@@ -13,10 +13,15 @@ export interface ProviderCredentials {
   openai?: string | undefined;
 }
 
-export interface ProviderContext {
+export interface ProviderSetup {
   http: ProviderHttp;
   baseUrls: { replicate: string; fal: string; openai: string };
   credentials: ProviderCredentials;
+  /** How long a provider job may stay unfinished before the step fails with provider_timeout. */
+  jobTimeoutMs: number;
+}
+
+export interface ProviderContext extends ProviderSetup {
   signal: AbortSignal;
 }
 

@@ -104,15 +104,24 @@ export class ProviderHttp {
         (res) => {
           const chunks: Buffer[] = [];
           let size = 0;
+          let tooLarge = false;
           res.on('data', (c: Buffer) => {
             size += c.length;
             if (size > maxBytes) {
-              req.destroy(new Error(`response larger than ${maxBytes} bytes`));
+              tooLarge = true;
+              res.destroy();
               return;
             }
             chunks.push(c);
           });
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+          const finish = () => {
+            if (tooLarge) reject(new Error(`response larger than ${maxBytes} bytes`));
+            else resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+          };
+          res.on('end', finish);
+          res.on('close', () => {
+            if (tooLarge) finish();
+          });
           res.on('error', reject);
         },
       );

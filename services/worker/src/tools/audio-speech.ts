@@ -1,14 +1,15 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { AUDIO_SPEECH_LIMITS } from '@tes/catalog';
 import { ceilDiv, StepError } from '@tes/core';
 import { ProgramFailed, runProgram } from '../programs';
 import type { ToolRunner } from '../runner';
-import { assertArtifactSize, MAX_AUDIO_ARTIFACT_BYTES, measureAudio } from './audio-transcode';
+import { assertArtifactSize, measureAudio } from './audio-transcode';
 
-/** Must equal AUDIO_SPEECH_LIMITS.maxDurationSeconds in libs/catalog/src/tools/audio-speech.ts (documented there). */
-const MAX_SPEECH_SECONDS = 1_100;
+/** The bounds the schema documents, from the tool definition itself. */
+const L = AUDIO_SPEECH_LIMITS;
 /** espeak-ng writes 22,050 Hz mono 16-bit PCM: the WAV header plus the longest speech allowed. */
-const MAX_WAV_BYTES = 44 + MAX_SPEECH_SECONDS * 22_050 * 2;
+const MAX_WAV_BYTES = 44 + L.maxDurationSeconds * 22_050 * 2;
 
 interface SpeechArgs {
   model: string;
@@ -63,7 +64,7 @@ export const audioSpeechRunner: ToolRunner = {
       raw = (await runProgram('espeak-ng', argv, { signal: ctx.signal, cwd: ctx.workDir, maxStdoutBytes: MAX_WAV_BYTES })).stdout;
     } catch (err) {
       if (err instanceof StepError && err.errorCode === 'artifact_too_large') {
-        throw new StepError('artifact_too_large', `the speech would last more than ${MAX_SPEECH_SECONDS} seconds`);
+        throw new StepError('artifact_too_large', `the speech would last more than ${L.maxDurationSeconds} seconds`);
       }
       if (err instanceof ProgramFailed) throw new StepError('internal_error', `espeak-ng failed: ${err.message.slice(0, 200)}`);
       throw err;
@@ -74,7 +75,7 @@ export const audioSpeechRunner: ToolRunner = {
     let outFile = wavFile;
     if (a.format === 'mp3') {
       outFile = path.join(ctx.workDir, `speech-${ctx.index}.mp3`);
-      const argv = ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', '-i', wavFile, '-map', '0:a:0', '-c:a', 'libmp3lame', '-q:a', '2', '-fs', String(MAX_AUDIO_ARTIFACT_BYTES + 1), '-f', 'mp3', outFile];
+      const argv = ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', '-i', wavFile, '-map', '0:a:0', '-c:a', 'libmp3lame', '-q:a', '2', '-fs', String(L.maxArtifactBytes + 1), '-f', 'mp3', outFile];
       try {
         await runProgram('ffmpeg', argv, { signal: ctx.signal, cwd: ctx.workDir, maxStdoutBytes: 64_000 });
       } catch (err) {
@@ -82,7 +83,7 @@ export const audioSpeechRunner: ToolRunner = {
         throw err;
       }
     }
-    await assertArtifactSize(outFile);
+    await assertArtifactSize(outFile, L.maxArtifactBytes);
     const facts = await measureAudio(outFile, ctx.signal);
     // Billed on the characters actually spoken: the whole text, counted in code points as
     // the schema's maxLength counts them, so the charge equals the quote.

@@ -1,13 +1,13 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { AUDIO_TRANSCODE_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
 import type { StepContext, ToolRunner } from '../runner';
 
-/** Must equal AUDIO_TRANSCODE_LIMITS in libs/catalog/src/tools/audio-transcode.ts (the schema documents them). */
-const MAX_DURATION_SECONDS = 600;
-export const MAX_AUDIO_ARTIFACT_BYTES = 50 * 1024 * 1024;
+/** The bounds the schema documents, from the tool definition itself. */
+const L = AUDIO_TRANSCODE_LIMITS;
 /** Sample rates libmp3lame accepts; any other input rate is resampled for MP3 output. */
 const MP3_RATES = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000] as const;
 /** A constant filter graph: no caller value ever reaches -af. */
@@ -75,7 +75,7 @@ export async function measureAudio(file: string, signal: AbortSignal): Promise<A
 }
 
 /** Fails the step when a produced file is over the artifact cap (nothing of it is stored). */
-export async function assertArtifactSize(file: string, max = MAX_AUDIO_ARTIFACT_BYTES): Promise<number> {
+export async function assertArtifactSize(file: string, max: number): Promise<number> {
   const { size } = await stat(file);
   if (size > max) throw new StepError('artifact_too_large', `the output would be ${size} bytes, more than the ${max}-byte limit`);
   return size;
@@ -115,13 +115,13 @@ async function probe(ctx: StepContext, a: TranscodeArgs): Promise<ProbeCheckpoin
     );
   }
   const shape = outputShape(a, audio.sampleRate, audio.channels);
-  const longest = Math.min(a.durationSeconds ?? MAX_DURATION_SECONDS, MAX_DURATION_SECONDS, (inputDurationSeconds ?? Infinity) - a.startSeconds);
+  const longest = Math.min(a.durationSeconds ?? L.maxDurationSeconds, L.maxDurationSeconds, (inputDurationSeconds ?? Infinity) - a.startSeconds);
   // WAV size is known up front (16-bit PCM): refuse here, free, rather than after encoding.
   const wavBytes = 44 + Math.ceil(longest * shape.sampleRate) * shape.channels * 2;
-  if (a.format === 'wav' && wavBytes > MAX_AUDIO_ARTIFACT_BYTES) {
+  if (a.format === 'wav' && wavBytes > L.maxArtifactBytes) {
     throw new StepError(
       'artifact_too_large',
-      `a ${longest.toFixed(1)} s WAV at ${shape.sampleRate} Hz x ${shape.channels} channels is ${wavBytes} bytes, more than ${MAX_AUDIO_ARTIFACT_BYTES}; ask for mp3, fewer channels, a lower sampleRate or a shorter durationSeconds`,
+      `a ${longest.toFixed(1)} s WAV at ${shape.sampleRate} Hz x ${shape.channels} channels is ${wavBytes} bytes, more than ${L.maxArtifactBytes}; ask for mp3, fewer channels, a lower sampleRate or a shorter durationSeconds`,
     );
   }
   return { inputDurationSeconds, inputSampleRate: audio.sampleRate, inputChannels: audio.channels, ...shape };
@@ -136,14 +136,14 @@ async function transcode(ctx: StepContext, a: TranscodeArgs, cp: ProbeCheckpoint
     ...(a.startSeconds > 0 ? ['-ss', ffTime(a.startSeconds)] : []),
     '-i', input.path, // absolute path inside workDir: never read as an option
     '-map', '0:a:0', '-vn', '-sn', '-dn', '-map_metadata', '-1',
-    '-t', ffTime(Math.min(a.durationSeconds ?? MAX_DURATION_SECONDS, MAX_DURATION_SECONDS)),
+    '-t', ffTime(Math.min(a.durationSeconds ?? L.maxDurationSeconds, L.maxDurationSeconds)),
     // loudnorm resamples to 192 kHz internally and outputs that rate: -ar below is required.
     ...(a.normalize ? ['-af', LOUDNORM] : []),
     '-ar', String(cp.sampleRate),
     '-ac', String(cp.channels),
     ...(a.format === 'mp3' ? ['-c:a', 'libmp3lame', '-q:a', '2', '-f', 'mp3'] : ['-c:a', 'pcm_s16le', '-f', 'wav']),
     // Hard bound while writing, whatever the prediction said (e.g. a lying header).
-    '-fs', String(MAX_AUDIO_ARTIFACT_BYTES + 1),
+    '-fs', String(L.maxArtifactBytes + 1),
     out,
   ];
   try {
@@ -153,7 +153,7 @@ async function transcode(ctx: StepContext, a: TranscodeArgs, cp: ProbeCheckpoint
     if (err instanceof ProgramFailed) throw new StepError('invalid_input_file', 'the input audio could not be decoded');
     throw err;
   }
-  await assertArtifactSize(out);
+  await assertArtifactSize(out, L.maxArtifactBytes);
   const facts = await measureAudio(out, ctx.signal);
   if (facts.durationSeconds <= 0) throw new StepError('invalid_input_file', 'the selected range of the input holds no audio');
   const units = Math.max(1, Math.ceil(facts.durationSeconds));

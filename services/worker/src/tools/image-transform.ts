@@ -1,14 +1,10 @@
 import sharp from 'sharp';
+import { IMAGE_TRANSFORM_LIMITS } from '@tes/catalog';
 import { ceilDiv, StepError } from '@tes/core';
 import type { StepContext, ToolRunner } from '../runner';
 
-/**
- * Mirror of IMAGE_TRANSFORM_LIMITS in libs/catalog/src/tools/image-transform.ts (the catalog
- * package index, owned elsewhere, does not export it). The schema documents these bounds; the
- * e2e test checks the two agree.
- */
-export const LIMITS = { maxOutputSide: 4096, maxInputPixels: 40_000_000, maxOutputBytes: 50 * 1024 * 1024 } as const;
-const L = LIMITS;
+/** The bounds the schema documents, from the tool definition itself. */
+const L = IMAGE_TRANSFORM_LIMITS;
 
 /** The arguments after schema validation and defaults (see the catalog's inputSchema). */
 export interface ImageTransformArgs {

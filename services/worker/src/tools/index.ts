@@ -1,6 +1,8 @@
 import type { ToolRunner } from '../runner';
 import { imageRenderRunner } from './image-render';
 import { testSleepRunner } from './test-sleep';
+import { imageGenerateRunner } from './image-generate';
+import { videoGenerateRunner } from './video-generate';
 import { imageTransformRunner } from './image-transform';
 import { audioSpeechRunner } from './audio-speech';
 import { audioTranscodeRunner } from './audio-transcode';
@@ -12,6 +14,8 @@ import { videoTranscodeRunner } from './video-transcode';
 export const RUNNERS: Readonly<Record<string, ToolRunner>> = {
   'image.render': imageRenderRunner,
   'test.sleep': testSleepRunner,
+  'image.generate': imageGenerateRunner,
+  'video.generate': videoGenerateRunner,
   'image.transform': imageTransformRunner,
   'audio.speech': audioSpeechRunner,
   'audio.transcode': audioTranscodeRunner,

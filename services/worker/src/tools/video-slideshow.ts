@@ -1,6 +1,7 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
+import { VIDEO_SLIDESHOW_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { runProgram } from '../programs';
@@ -8,8 +9,8 @@ import type { InputFile, StepContext, ToolRunner } from '../runner';
 import { textCardSvg } from './image-render';
 import { h264OutputArgs, readVideoOutput, startedSeconds } from './video-transcode';
 
-/** Largest uploaded slide image decoded (a small PNG can declare a huge canvas). */
-const MAX_SLIDE_PIXELS = 40_000_000;
+/** The bounds the schema documents, from the tool definition itself. */
+const L = VIDEO_SLIDESHOW_LIMITS;
 const AUDIO_RATE = 48_000;
 
 interface SlideArgs {
@@ -69,15 +70,15 @@ async function probeInputs(a: SlideshowArgs, get: (id: string) => Promise<InputF
     const file = await get(slide.fileId);
     let meta: sharp.Metadata;
     try {
-      meta = await sharp(file.path, { limitInputPixels: MAX_SLIDE_PIXELS }).metadata();
+      meta = await sharp(file.path, { limitInputPixels: L.maxSlidePixels }).metadata();
     } catch (err) {
       throw decodeError(`slide ${i} (${slide.fileId})`, err);
     }
     if ((meta.format !== 'png' && meta.format !== 'jpeg') || !meta.width || !meta.height) {
       throw new StepError('invalid_input_file', `slide ${i} (${slide.fileId}) is not a PNG or JPEG image`);
     }
-    if (meta.width * meta.height > MAX_SLIDE_PIXELS) {
-      throw new StepError('invalid_input_file', `slide ${i} (${slide.fileId}) is ${meta.width}x${meta.height}; at most ${MAX_SLIDE_PIXELS} pixels are accepted`);
+    if (meta.width * meta.height > L.maxSlidePixels) {
+      throw new StepError('invalid_input_file', `slide ${i} (${slide.fileId}) is ${meta.width}x${meta.height}; at most ${L.maxSlidePixels} pixels are accepted`);
     }
     if (signal.aborted) throw signal.reason;
   }
@@ -99,7 +100,7 @@ async function renderSlide(a: SlideshowArgs, slide: SlideArgs, index: number, ge
   let source: sharp.Sharp;
   if (slide.fileId) {
     const file = await get(slide.fileId);
-    source = sharp(file.path, { limitInputPixels: MAX_SLIDE_PIXELS, failOn: 'error' }).rotate();
+    source = sharp(file.path, { limitInputPixels: L.maxSlidePixels, failOn: 'error' }).rotate();
   } else {
     const svg = textCardSvg({
       model: 'sharp',
@@ -172,11 +173,11 @@ export const videoSlideshowRunner: ToolRunner = {
         ? ['-map', '1:a:0', '-af', `aformat=sample_rates=${AUDIO_RATE},apad=whole_len=${samples},atrim=end_sample=${samples}`, '-c:a', 'aac', '-b:a', '128k']
         : ['-an']),
       '-map_metadata', '-1',
-      ...h264OutputArgs(23, ['-tune', 'stillimage', '-r', String(a.fps)]),
+      ...h264OutputArgs(23, L.maxOutputBytes, ['-tune', 'stillimage', '-r', String(a.fps)]),
       out,
     ];
     await runProgram('ffmpeg', args, { signal: ctx.signal, cwd: ctx.workDir });
-    const video = await readVideoOutput(out, ctx.signal, new StepError('internal_error', 'the slideshow came out without video frames'));
+    const video = await readVideoOutput(out, L.maxOutputBytes, ctx.signal, new StepError('internal_error', 'the slideshow came out without video frames'));
     const units = startedSeconds(video.durationSeconds);
     return {
       costMicros: ctx.catalog.charge('video.slideshow', a.model, units, ctx.prices, ctx.execution.reservedMicros),

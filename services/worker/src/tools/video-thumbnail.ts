@@ -1,14 +1,11 @@
+import { VIDEO_THUMBNAIL_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
 import type { StepContext, ToolRunner } from '../runner';
 
-/**
- * Mirror of VIDEO_THUMBNAIL_LIMITS in libs/catalog/src/tools/video-thumbnail.ts (the catalog
- * package index, owned elsewhere, does not export it); the schema documents these bounds.
- */
-export const LIMITS = { maxWidth: 1920, maxHeight: 4096, maxFrameBytes: 25 * 1024 * 1024, maxTotalBytes: 100 * 1024 * 1024 } as const;
-const L = LIMITS;
+/** The bounds the schema documents, from the tool definition itself. */
+const L = VIDEO_THUMBNAIL_LIMITS;
 /** ffprobe's packet list of a 12 MiB upload stays far below this; more means a hostile file. */
 const MAX_PACKET_JSON_BYTES = 32 * 1024 * 1024;
 /** Frames are more than this apart in any real video: seeking this far before the last frame finds it. */

@@ -1,17 +1,13 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
+import { VIDEO_TRANSCODE_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia, type MediaInfo, type MediaStream } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
 import type { ToolRunner } from '../runner';
 
-/** Largest MP4 a video tool may return. */
-export const MAX_VIDEO_OUTPUT_BYTES = 50 * 1024 * 1024;
-/** Largest input frame video.transcode decodes (a tiny file can declare a huge frame). */
-const MAX_INPUT_SIDE = 4096;
-const MAX_OUTPUT_SECONDS = 300;
-const MAX_OUTPUT_HEIGHT = 1920;
-const MAX_WIDTH = 1920;
+/** The bounds the schema documents, from the tool definition itself. */
+const L = VIDEO_TRANSCODE_LIMITS;
 
 /** ffmpeg time values as fixed decimals: String(1e-7) would be "1e-7", which ffmpeg rejects. */
 export const secondsArg = (s: number): string => s.toFixed(6);
@@ -28,14 +24,14 @@ export interface VideoOutput {
 }
 
 /**
- * Reads an encoded MP4 back: refuses one over the size cap (ffmpeg's -fs only stops writing
- * once past it, so a truncated file is also over it), then measures it with ffprobe. The
+ * Reads an encoded MP4 back: refuses one over the tool's size cap `maxBytes` (ffmpeg's -fs only
+ * stops writing once past it, so a truncated file is also over it), then measures it with ffprobe. The
  * billed duration is the video stream's: AAC priming can make the container a few ms longer.
  * An output without video frames fails with `empty` (whose fault that is depends on the tool).
  */
-export async function readVideoOutput(file: string, signal: AbortSignal, empty: StepError): Promise<VideoOutput> {
+export async function readVideoOutput(file: string, maxBytes: number, signal: AbortSignal, empty: StepError): Promise<VideoOutput> {
   const size = (await stat(file)).size;
-  if (size > MAX_VIDEO_OUTPUT_BYTES) throw new StepError('artifact_too_large', `the video would be larger than ${MAX_VIDEO_OUTPUT_BYTES} bytes`);
+  if (size > maxBytes) throw new StepError('artifact_too_large', `the video would be larger than ${maxBytes} bytes`);
   let info: MediaInfo;
   try {
     info = await probeMedia(file, signal);
@@ -56,9 +52,9 @@ export async function readVideoOutput(file: string, signal: AbortSignal, empty: 
   };
 }
 
-/** Output options shared by the video tools: H.264 yuv420p, moov first, size-capped. */
-export function h264OutputArgs(crf: number, extra: string[] = []): string[] {
-  return ['-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(crf), '-pix_fmt', 'yuv420p', ...extra, '-movflags', '+faststart', '-fs', String(MAX_VIDEO_OUTPUT_BYTES)];
+/** Output options shared by the video tools: H.264 yuv420p, moov first, capped at the tool's `maxBytes`. */
+export function h264OutputArgs(crf: number, maxBytes: number, extra: string[] = []): string[] {
+  return ['-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(crf), '-pix_fmt', 'yuv420p', ...extra, '-movflags', '+faststart', '-fs', String(maxBytes)];
 }
 
 interface TranscodeArgs {
@@ -85,8 +81,8 @@ async function checkInput(a: TranscodeArgs, file: string, signal: AbortSignal): 
   const video = info.streams.find((s) => s.type === 'video');
   if (!video) throw new StepError('invalid_input_file', 'the MP4 has no video stream');
   if (!video.width || !video.height) throw new StepError('invalid_input_file', 'the MP4 video stream has no frame size');
-  if (video.width > MAX_INPUT_SIDE || video.height > MAX_INPUT_SIDE) {
-    throw new StepError('invalid_input_file', `the MP4 frames are ${video.width}x${video.height}; at most ${MAX_INPUT_SIDE}x${MAX_INPUT_SIDE} is accepted`);
+  if (video.width > L.maxInputSide || video.height > L.maxInputSide) {
+    throw new StepError('invalid_input_file', `the MP4 frames are ${video.width}x${video.height}; at most ${L.maxInputSide}x${L.maxInputSide} is accepted`);
   }
   const sized = { ...video, width: video.width, height: video.height };
   const length = info.durationSeconds;
@@ -94,7 +90,7 @@ async function checkInput(a: TranscodeArgs, file: string, signal: AbortSignal): 
   if (a.startSeconds >= length) {
     throw new StepError('invalid_input_file', `startSeconds (${a.startSeconds}) is at or beyond the end of the video (${length.toFixed(3)} s)`);
   }
-  const seconds = Math.min(a.durationSeconds ?? MAX_OUTPUT_SECONDS, MAX_OUTPUT_SECONDS, length - a.startSeconds);
+  const seconds = Math.min(a.durationSeconds ?? L.maxDurationSeconds, L.maxDurationSeconds, length - a.startSeconds);
   return { info, video: sized, hasAudio: a.audio && info.streams.some((s) => s.type === 'audio'), seconds };
 }
 
@@ -113,10 +109,10 @@ export const videoTranscodeRunner: ToolRunner = {
     }
     if (ctx.name !== 'transcode') throw new StepError('internal_error', `video.transcode has no step ${ctx.name}`);
 
-    const width = a.width ?? Math.min(MAX_WIDTH, Math.max(2, checked.video.width - (checked.video.width % 2)));
-    // Fit into width x 1920 keeping the aspect: a normal frame gets exactly `width`, a very
+    const width = a.width ?? Math.min(L.maxWidth, Math.max(2, checked.video.width - (checked.video.width % 2)));
+    // Fit into width x maxHeight keeping the aspect: a normal frame gets exactly `width`, a very
     // tall one is bounded in height. All values are integers we computed.
-    const vf = `scale=w=${width}:h=${MAX_OUTPUT_HEIGHT}:force_original_aspect_ratio=decrease:force_divisible_by=2,setsar=1,format=yuv420p`;
+    const vf = `scale=w=${width}:h=${L.maxHeight}:force_original_aspect_ratio=decrease:force_divisible_by=2,setsar=1,format=yuv420p`;
     const out = path.join(ctx.workDir, 'transcode-out.mp4');
     const args = [
       '-hide_banner', '-nostdin', '-loglevel', 'error', '-y',
@@ -127,8 +123,8 @@ export const videoTranscodeRunner: ToolRunner = {
       ...(checked.hasAudio ? ['-map', '0:a:0', '-c:a', 'aac', '-b:a', '128k'] : ['-an']),
       '-sn', '-dn', '-map_metadata', '-1',
       '-vf', vf,
-      '-fpsmax', '60',
-      ...h264OutputArgs(a.crf),
+      '-fpsmax', String(L.maxFps),
+      ...h264OutputArgs(a.crf, L.maxOutputBytes),
       out,
     ];
     try {
@@ -138,7 +134,7 @@ export const videoTranscodeRunner: ToolRunner = {
       if (err instanceof ProgramFailed) throw new StepError('invalid_input_file', `the MP4 could not be transcoded: ${err.message.slice(0, 200)}`);
       throw err;
     }
-    const video = await readVideoOutput(out, ctx.signal, new StepError('invalid_input_file', 'the MP4 has no video frames at or after startSeconds'));
+    const video = await readVideoOutput(out, L.maxOutputBytes, ctx.signal, new StepError('invalid_input_file', 'the MP4 has no video frames at or after startSeconds'));
     const units = startedSeconds(video.durationSeconds);
     return {
       costMicros: ctx.catalog.charge('video.transcode', a.model, units, ctx.prices, ctx.execution.reservedMicros),

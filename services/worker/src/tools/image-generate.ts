@@ -1,0 +1,92 @@
+import sharp from 'sharp';
+import { IMAGE_GENERATE_LIMITS } from '@tes/catalog';
+import { StepError } from '@tes/core';
+import { fetchOutput } from '../providers/common';
+import { falCreate, falPoll } from '../providers/fal';
+import { openaiGenerateImages } from '../providers/openai';
+import { replicateCreate, replicatePoll } from '../providers/replicate';
+import type { ToolRunner } from '../runner';
+import { runHosted, type HostedModel } from './generate';
+
+interface Args {
+  model: string;
+  prompt: string;
+  count: number;
+  size: '1024x1024' | '1024x1536' | '1536x1024';
+  format: 'png' | 'jpeg';
+  seed?: number;
+}
+
+const ASPECT = { '1024x1024': '1:1', '1024x1536': '2:3', '1536x1024': '3:2' } as const;
+
+const MODELS: Record<string, HostedModel<Args>> = {
+  'replicate/flux-schnell': {
+    kind: 'job',
+    create: (p, a) =>
+      replicateCreate(p, 'black-forest-labs/flux-schnell', {
+        prompt: a.prompt,
+        num_outputs: a.count,
+        aspect_ratio: ASPECT[a.size],
+        output_format: a.format === 'jpeg' ? 'jpg' : 'png',
+        ...(a.seed !== undefined ? { seed: a.seed } : {}),
+      }),
+    poll: (p, ref) => replicatePoll(p, ref),
+  },
+  'fal/flux-schnell': {
+    kind: 'job',
+    create: (p, a) => {
+      const [width, height] = a.size.split('x').map(Number);
+      return falCreate(p, 'fal-ai/flux/schnell', {
+        prompt: a.prompt,
+        num_images: a.count,
+        image_size: { width, height },
+        output_format: a.format,
+        enable_safety_checker: true,
+        ...(a.seed !== undefined ? { seed: a.seed } : {}),
+      });
+    },
+    poll: (p, ref) =>
+      falPoll(p, 'fal-ai/flux/schnell', ref, (r) =>
+        (Array.isArray(r.images) ? r.images : []).map((i) => (i as { url?: unknown }).url).filter((u): u is string => typeof u === 'string'),
+      ),
+  },
+  'openai/gpt-image-1': {
+    kind: 'call',
+    call: (p, a) => openaiGenerateImages(p, { model: 'gpt-image-1', prompt: a.prompt, n: a.count, size: a.size, output_format: a.format }),
+  },
+};
+
+/**
+ * image.generate. Every returned file is decoded and re-encoded to the asked format with
+ * sharp, so what is stored is a real image of that format whatever the provider sent.
+ * Charged per image actually delivered (at most `count`).
+ */
+export const imageGenerateRunner: ToolRunner = {
+  async runStep(ctx) {
+    const a = ctx.args as unknown as Args;
+    const model = MODELS[a.model];
+    if (!model) throw new StepError('internal_error', `no adapter for ${a.model}`);
+    const outcome = await runHosted(ctx, model, a);
+    if (!Array.isArray(outcome)) return outcome;
+    const files = [];
+    for (const output of outcome.slice(0, a.count)) {
+      const { body } = await fetchOutput({ ...ctx.providers, signal: ctx.signal }, output, IMAGE_GENERATE_LIMITS.maxOutputBytes);
+      let image: sharp.Sharp;
+      try {
+        image = sharp(body, { limitInputPixels: 64_000_000, failOn: 'error' });
+        await image.metadata();
+      } catch {
+        throw new StepError('provider_error', 'the provider returned a file that is not an image');
+      }
+      const data = await (a.format === 'jpeg' ? image.jpeg({ quality: 92 }) : image.png()).toBuffer().catch(() => {
+        throw new StepError('provider_error', 'the provider returned a file that is not an image');
+      });
+      files.push({ format: a.format, mimeType: a.format === 'jpeg' ? 'image/jpeg' : 'image/png', body: data });
+    }
+    return {
+      costMicros: ctx.catalog.charge('image.generate', a.model, files.length, ctx.prices, ctx.execution.reservedMicros),
+      files,
+      facts: { images: files.length, model: a.model },
+    };
+  },
+};

@@ -1,0 +1,69 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { VIDEO_GENERATE_LIMITS } from '@tes/catalog';
+import { StepError } from '@tes/core';
+import { probeMedia } from '../media/ffprobe';
+import { fetchOutput } from '../providers/common';
+import { falCreate, falPoll } from '../providers/fal';
+import { replicateCreate, replicatePoll } from '../providers/replicate';
+import type { ToolRunner } from '../runner';
+import { runHosted, type HostedModel } from './generate';
+
+interface Args {
+  model: string;
+  prompt: string;
+  durationSeconds: 5 | 10;
+  aspectRatio: '16:9' | '9:16' | '1:1';
+}
+
+const FAL_MODEL = 'fal-ai/kling-video/v1/standard/text-to-video';
+
+const MODELS: Record<string, HostedModel<Args>> = {
+  'replicate/kling-v1.6-standard': {
+    kind: 'job',
+    create: (p, a) => replicateCreate(p, 'kwaivgi/kling-v1.6-standard', { prompt: a.prompt, duration: a.durationSeconds, aspect_ratio: a.aspectRatio }),
+    poll: (p, ref) => replicatePoll(p, ref),
+  },
+  'fal/kling-video-v1-standard': {
+    kind: 'job',
+    create: (p, a) => falCreate(p, FAL_MODEL, { prompt: a.prompt, duration: String(a.durationSeconds), aspect_ratio: a.aspectRatio }),
+    poll: (p, ref) =>
+      falPoll(p, FAL_MODEL, ref, (r) => {
+        const url = (r.video as { url?: unknown } | undefined)?.url;
+        return typeof url === 'string' ? [url] : [];
+      }),
+  },
+};
+
+/**
+ * video.generate. The returned file is checked with ffprobe (it must hold a video stream)
+ * and charged per second actually delivered, at most the requested length.
+ */
+export const videoGenerateRunner: ToolRunner = {
+  async runStep(ctx) {
+    const a = ctx.args as unknown as Args;
+    const model = MODELS[a.model];
+    if (!model) throw new StepError('internal_error', `no adapter for ${a.model}`);
+    const outcome = await runHosted(ctx, model, a);
+    if (!Array.isArray(outcome)) return outcome;
+    const first = outcome[0];
+    if (!first) throw new StepError('provider_error', 'the provider returned no video');
+    const { body } = await fetchOutput({ ...ctx.providers, signal: ctx.signal }, first, VIDEO_GENERATE_LIMITS.maxOutputBytes);
+    const file = path.join(ctx.workDir, 'generated.mp4');
+    await writeFile(file, body);
+    let info;
+    try {
+      info = await probeMedia(file, ctx.signal);
+    } catch {
+      throw new StepError('provider_error', 'the provider returned a file that is not a video');
+    }
+    const video = info.streams.find((s) => s.type === 'video');
+    if (!video) throw new StepError('provider_error', 'the provider returned a file without a video stream');
+    const seconds = Math.min(a.durationSeconds, Math.max(1, Math.ceil(Math.round(info.durationSeconds * 1000) / 1000)));
+    return {
+      costMicros: ctx.catalog.charge('video.generate', a.model, seconds, ctx.prices, ctx.execution.reservedMicros),
+      files: [{ format: 'mp4', mimeType: 'video/mp4', body }],
+      facts: { durationSeconds: info.durationSeconds, width: video.width ?? null, height: video.height ?? null, model: a.model },
+    };
+  },
+};

@@ -1,0 +1,176 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+import { ffmpegMake } from './media';
+
+/**
+ * One loopback HTTP server speaking the documented protocols of Replicate (predictions),
+ * fal (queue) and OpenAI (images), for adapter tests. Behaviour is steered by tags in the
+ * prompt:
+ *   [polls:N]  job is processing for N polls, then succeeds     [never]  always processing
+ *   [fail]     job fails                                        [reject] create answers 422
+ *   [429once]  first create answers 429, then works             [500]    create answers 500
+ *   [hang]     create reads the request, then drops the connection
+ *   [badfile]  the output file is not an image or video
+ */
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  authorization: string | undefined;
+  body: unknown;
+}
+
+export interface FakeProviders {
+  url: string;
+  env: Record<string, string>;
+  requests: RecordedRequest[];
+  creates(provider: 'replicate' | 'fal' | 'openai'): RecordedRequest[];
+  stop(): Promise<void>;
+}
+
+interface Job {
+  prompt: string;
+  polls: number;
+  count: number;
+  kind: 'image' | 'video';
+}
+
+export async function startFakeProviders(): Promise<FakeProviders> {
+  const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3366cc' } }).png().toBuffer();
+  const mp4 = await ffmpegMake(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=5', '-c:v', 'libx264', '-pix_fmt', 'yuv420p'], 'g.mp4');
+  const jobs = new Map<string, Job>();
+  const requests: RecordedRequest[] = [];
+  const seen429 = new Set<string>();
+  let seq = 0;
+  let base = '';
+
+  const tag = (prompt: string, t: string) => prompt.includes(`[${t}]`);
+  const pollsNeeded = (prompt: string) => Number(/\[polls:(\d+)\]/.exec(prompt)?.[1] ?? 1);
+  const fileUrl = (job: Job, i: number) =>
+    tag(job.prompt, 'badfile') ? `${base}/files/bad.bin` : job.kind === 'video' ? `${base}/files/video.mp4` : `${base}/files/img-${i}.png`;
+
+  /** Shared create behaviour; returns a job id, or null when the response was already sent. */
+  function create(res: http.ServerResponse, req: http.IncomingMessage, prompt: string, count: number, kind: Job['kind']): string | null {
+    if (tag(prompt, 'hang')) {
+      req.socket.destroy();
+      return null;
+    }
+    if (tag(prompt, '500')) return send(res, 500, { detail: 'internal error' }), null;
+    if (tag(prompt, 'reject')) return send(res, 422, { detail: 'invalid input' }), null;
+    if (tag(prompt, '429once') && !seen429.has(prompt)) {
+      seen429.add(prompt);
+      res.setHeader('Retry-After', '0');
+      return send(res, 429, { detail: 'rate limited' }), null;
+    }
+    const id = `job${++seq}`;
+    jobs.set(id, { prompt, polls: 0, count, kind });
+    return id;
+  }
+
+  /** Advances a job by one poll: 'running' | 'done' | 'failed'. */
+  function step(job: Job): 'running' | 'done' | 'failed' {
+    job.polls++;
+    if (tag(job.prompt, 'fail')) return 'failed';
+    if (tag(job.prompt, 'never')) return 'running';
+    return job.polls > pollsNeeded(job.prompt) ? 'done' : 'running';
+  }
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
+      const path = (req.url ?? '').split('?')[0] as string;
+      requests.push({ method: req.method ?? '', path, authorization: req.headers.authorization, body });
+      route(req, res, path, body);
+    });
+  });
+
+  function route(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | undefined) {
+    let m: RegExpExecArray | null;
+    if (path.startsWith('/files/')) {
+      if (path === '/files/bad.bin') return void res.end('<html>not a file</html>');
+      res.setHeader('Content-Type', path.endsWith('.mp4') ? 'video/mp4' : 'image/png');
+      return void res.end(path.endsWith('.mp4') ? mp4 : png);
+    }
+    // Replicate
+    if (path.startsWith('/replicate/')) {
+      if (req.headers.authorization !== 'Bearer test-replicate') return send(res, 401, { detail: 'Unauthenticated' });
+      if (req.method === 'POST' && (m = /^\/replicate\/v1\/models\/([^/]+)\/([^/]+)\/predictions$/.exec(path))) {
+        const input = (body?.input ?? {}) as Record<string, unknown>;
+        const kind = m[1] === 'kwaivgi' ? 'video' : 'image';
+        const id = create(res, req, String(input.prompt), Number(input.num_outputs ?? 1), kind);
+        if (id) send(res, 201, { id, status: 'starting', input, output: null, error: null, urls: { get: `${base}/replicate/v1/predictions/${id}` } });
+        return;
+      }
+      if (req.method === 'GET' && (m = /^\/replicate\/v1\/predictions\/([^/]+)$/.exec(path))) {
+        const job = jobs.get(m[1] as string);
+        if (!job) return send(res, 404, { detail: 'Not found' });
+        const s = step(job);
+        if (s === 'running') return send(res, 200, { id: m[1], status: 'processing', output: null, error: null });
+        if (s === 'failed') return send(res, 200, { id: m[1], status: 'failed', output: null, error: 'CUDA out of memory' });
+        const urls = Array.from({ length: job.count }, (_, i) => fileUrl(job, i));
+        return send(res, 200, { id: m[1], status: 'succeeded', output: job.kind === 'video' ? urls[0] : urls, error: null, metrics: { predict_time: 1.2 } });
+      }
+    }
+    // fal
+    if (path.startsWith('/fal/')) {
+      if (req.headers.authorization !== 'Key test-fal') return send(res, 401, { detail: 'Unauthorized' });
+      if (req.method === 'POST' && (path === '/fal/fal-ai/flux/schnell' || path === '/fal/fal-ai/kling-video/v1/standard/text-to-video')) {
+        const kind = path.includes('kling') ? 'video' : 'image';
+        const id = create(res, req, String(body?.prompt), Number(body?.num_images ?? 1), kind);
+        if (id) send(res, 200, { request_id: id, status_url: 'ignored', response_url: 'ignored', cancel_url: 'ignored' });
+        return;
+      }
+      if (req.method === 'GET' && (m = /^\/fal\/fal-ai\/(flux|kling-video)\/requests\/([^/]+)(\/status)?$/.exec(path))) {
+        const job = jobs.get(m[2] as string);
+        if (!job) return send(res, 404, { detail: 'Request not found' });
+        if (m[3]) {
+          const s = step(job);
+          if (s === 'failed') return send(res, 200, { status: 'COMPLETED' }); // fal reports errors on the result
+          return send(res, 200, { status: s === 'done' ? 'COMPLETED' : job.polls === 1 ? 'IN_QUEUE' : 'IN_PROGRESS', queue_position: 0 });
+        }
+        if (tag(job.prompt, 'fail')) return send(res, 500, { detail: 'generation failed' });
+        if (job.kind === 'video') return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4' } });
+        return send(res, 200, { images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })), seed: 1 });
+      }
+    }
+    // OpenAI
+    if (req.method === 'POST' && path === '/openai/v1/images/generations') {
+      if (req.headers.authorization !== 'Bearer test-openai') return send(res, 401, { error: { message: 'Incorrect API key' } });
+      const id = create(res, req, String(body?.prompt), Number(body?.n ?? 1), 'image');
+      if (!id) return;
+      const data = tag(String(body?.prompt), 'badfile') ? [{ b64_json: Buffer.from('nope').toString('base64') }] : Array.from({ length: Number(body?.n ?? 1) }, () => ({ b64_json: png.toString('base64') }));
+      return send(res, 200, { created: 1, data, usage: { total_tokens: 100 } });
+    }
+    send(res, 404, { detail: `no route ${req.method} ${path}` });
+  }
+
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: base,
+    env: {
+      REPLICATE_API_TOKEN: 'test-replicate',
+      FAL_KEY: 'test-fal',
+      OPENAI_API_KEY: 'test-openai',
+      REPLICATE_BASE_URL: `${base}/replicate/v1`,
+      FAL_QUEUE_URL: `${base}/fal`,
+      OPENAI_BASE_URL: `${base}/openai/v1`,
+    },
+    requests,
+    creates: (provider) =>
+      requests.filter((r) => r.method === 'POST' && r.path.startsWith(`/${provider}/`)),
+    stop: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'Content-Type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
