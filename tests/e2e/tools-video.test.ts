@@ -77,7 +77,6 @@ async function run(secret: string, tool: string, args: Record<string, unknown>):
     if (['succeeded', 'failed', 'cancelled', 'needs_review'].includes(res.body.data.status)) return { quote, done: res.body.data as Execution };
   }
   throw new Error(`execution ${id} did not finish within 60 s`);
-  return { quote, done };
 }
 
 /** The one MP4 artifact, decoded. */
