@@ -17,6 +17,7 @@ module.exports = {
     ...services.map((s) => [`^@tes/${s}$`, `<rootDir>/services/${s}/src`]),
   ]),
   testTimeout: 60_000,
+  reporters: ['default', '<rootDir>/scripts/jest-summary-reporter.js'],
   maxWorkers: 2,
   // Secrets are grepped for in captured logs; keep jest's own output quiet.
   verbose: false,
