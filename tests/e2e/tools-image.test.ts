@@ -1,9 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
-import { IMAGE_TRANSFORM_LIMITS } from '../../libs/catalog/src/tools/image-transform';
-import { VIDEO_THUMBNAIL_LIMITS } from '../../libs/catalog/src/tools/video-thumbnail';
-import { LIMITS as TRANSFORM_WORKER_LIMITS } from '../../services/worker/src/tools/image-transform';
-import { LIMITS as THUMBNAIL_WORKER_LIMITS } from '../../services/worker/src/tools/video-thumbnail';
 import { downloadArtifact, ffmpegMake, makeMedia, runTool, upload } from '../media';
 import { bearer, projectBalance, startStack, type TestStack } from '../stack';
 
@@ -252,12 +248,5 @@ describe('refused before anything is reserved', () => {
       expect(res.body.error.details.errors[0]).toMatchObject({ instancePath: '/fileId', keyword: 'fileFormat' });
     }
     await nothingReserved(p.projectId);
-  });
-
-  it('the worker enforces the same bounds the schemas document', () => {
-    const { maxOutputSide, maxInputPixels, maxOutputBytes } = IMAGE_TRANSFORM_LIMITS;
-    expect(TRANSFORM_WORKER_LIMITS).toEqual({ maxOutputSide, maxInputPixels, maxOutputBytes });
-    const { maxWidth, maxHeight, maxFrameBytes, maxTotalBytes } = VIDEO_THUMBNAIL_LIMITS;
-    expect(THUMBNAIL_WORKER_LIMITS).toEqual({ maxWidth, maxHeight, maxFrameBytes, maxTotalBytes });
   });
 });
