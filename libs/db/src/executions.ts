@@ -155,7 +155,7 @@ export type SubmitResult =
  * checks and moves the money and writes the journal, so the hot row is held only for the
  * commit that follows.
  */
-export async function submitExecution(db: Knex, input: SubmitInput): Promise<SubmitResult> {
+export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeCommit?: () => void } = {}): Promise<SubmitResult> {
   if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
   const month = monthKey();
   const result = await db.transaction(async (trx) => {
@@ -229,6 +229,7 @@ export async function submitExecution(db: Knex, input: SubmitInput): Promise<Sub
       }
       throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: input.reservedMicros, retryable: false } });
     }
+    hooks.beforeCommit?.();
     return { execution: toExecution(row), outboxId: outbox.rows[0]!.id };
   });
   if (result) return { kind: 'created', ...result };

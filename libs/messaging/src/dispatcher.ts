@@ -1,4 +1,4 @@
-import type { Logger } from '@tes/observability';
+import { crashPoint, type Logger } from '@tes/observability';
 
 export interface Publisher {
   publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void>;
@@ -24,6 +24,7 @@ export class OutboxDispatcher {
     const run = (async () => {
       try {
         await this.publisher.publish(routingKey, payload, { messageId: `outbox-${outboxId}` });
+        crashPoint('outbox.after_publish');
         await this.markPublished(outboxId);
         this.onPublished();
       } catch (err) {

@@ -3,3 +3,4 @@ export * from './metrics';
 export * from './health-server';
 export * from './shutdown';
 export * from './run-service';
+export * from './crash-point';

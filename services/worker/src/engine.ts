@@ -25,7 +25,7 @@ import {
   type StepRecord,
 } from '@tes/db';
 import type { Disposition, OutboxDispatcher } from '@tes/messaging';
-import type { Logger, Metrics } from '@tes/observability';
+import { crashPoint, type Logger, type Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
 import { hasProgram } from './programs';
 import type { ProviderSetup } from './providers/common';
@@ -103,6 +103,7 @@ export class StepEngine {
     const workDir = await mkdtemp(path.join(os.tmpdir(), `tes-${executionId}-`));
     try {
       await this.run(execution, workDir);
+      crashPoint('worker.after_settle');
       return 'ack';
     } catch (err) {
       if (err instanceof LeaseLost) {
@@ -170,6 +171,7 @@ export class StepEngine {
           await this.settle(e, 'cancelled', steps, {});
           return;
         }
+        crashPoint('worker.before_step');
         if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId, external: step.external ?? false }))) {
           throw new LeaseLost();
         }

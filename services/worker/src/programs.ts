@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { StepError } from '@tes/core';
+import { crashPoint } from '@tes/observability';
 
 export interface ProgramResult {
   stdout: Buffer;
@@ -26,6 +27,8 @@ export function runProgram(command: string, args: string[], o: RunOptions): Prom
   return new Promise((resolve, reject) => {
     if (o.signal.aborted) return reject(o.signal.reason);
     const child = spawn(command, args, { cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    // a worker killed while a media program runs (the program is orphaned, the step is rerun)
+    crashPoint('worker.during_program');
     const out: Buffer[] = [];
     let outBytes = 0;
     let err = '';

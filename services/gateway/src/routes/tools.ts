@@ -4,6 +4,7 @@ import { findByIdempotencyKey, getLiveFile, getSteps, submitExecution, type Exec
 import type { ResolvedInput } from '@tes/catalog';
 import type { Knex } from 'knex';
 import { isTerminal } from '@tes/core';
+import { crashPoint } from '@tes/observability';
 import { authOf, requireScope } from '../auth';
 import type { GatewayDeps } from '../context';
 import { publicExecution } from '../serialize';
@@ -101,7 +102,8 @@ export function toolRoutes(deps: GatewayDeps): Router {
       idempotencyKey,
       requestDigest,
       routingKey,
-    });
+    }, { beforeCommit: () => crashPoint('gateway.submit.before_commit') });
+    crashPoint('gateway.submit.after_commit');
     if (result.kind === 'existing') return replay(deps, res, result.execution, auth.keyId, requestDigest);
 
     const e = result.execution;

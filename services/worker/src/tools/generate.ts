@@ -1,4 +1,5 @@
 import { StepError } from '@tes/core';
+import { crashPoint } from '@tes/observability';
 import type { PollResult, ProviderContext, ProviderOutput } from '../providers/common';
 import type { StepContext, StepOutcome } from '../runner';
 
@@ -18,6 +19,7 @@ export async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>
   if (model.kind === 'call') return model.call(p, args);
   if (ctx.externalRef === null) {
     const ref = await model.create(p, args);
+    crashPoint('worker.provider.after_send');
     await ctx.recordExternalRef(ref, { submittedAt: Date.now() });
     return { wait: true };
   }
