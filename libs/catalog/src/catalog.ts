@@ -1,6 +1,6 @@
 import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { AppError } from '@tes/core';
+import { AppError, MAX_STEPS } from '@tes/core';
 import { imageRender } from './tools/image-render';
 import { testSleep } from './tools/test-sleep';
 import { imageGenerate } from './tools/image-generate';
@@ -17,6 +17,8 @@ export interface CatalogOptions {
   enableTestTools: boolean;
   /** Providers whose credentials are configured; none when omitted. */
   providers?: Partial<ProviderAvailability>;
+  /** Further tool definitions (tests use it to exercise bounds no real tool reaches). */
+  extraTools?: ToolDefinition[];
 }
 
 export interface ResolvedInput {
@@ -60,6 +62,7 @@ export class Catalog {
       videoTranscode,
       videoGenerate(providers),
       ...(options.enableTestTools ? [testSleep] : []),
+      ...(options.extraTools ?? []),
     ];
     this.tools = new Map(defs.map((d) => [d.name, d]));
     const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false, useDefaults: true, coerceTypes: false });
@@ -94,7 +97,14 @@ export class Catalog {
     const model = requested ? tool.models.find((m) => m.id === requested) : tool.models.find((m) => isAvailable(tool, m, unavailable));
     if (!model || !isAvailable(tool, model, unavailable)) throw new AppError('model_unavailable', 'model_unavailable', { details: { model: requested ?? null } });
     copy.model = model.id;
-    return { tool, model: model.id, arguments: copy, plan: tool.plan(copy) };
+    const plan = tool.plan(copy);
+    if (plan.length > MAX_STEPS) {
+      // Refused before anything is reserved; the worker also stops at the 21st step.
+      throw new AppError('invalid_arguments', 'invalid_arguments', {
+        details: { errors: [{ instancePath: '', keyword: 'maxSteps', message: `this input needs ${plan.length} steps; an execution has at most ${MAX_STEPS}`, params: { limit: MAX_STEPS } }] },
+      });
+    }
+    return { tool, model: model.id, arguments: copy, plan };
   }
 
   /** Quote for resolved input under a price list. Same input and list, same maximum. */

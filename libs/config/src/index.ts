@@ -22,6 +22,8 @@ export interface Config {
   };
   readonly workerQueues: readonly string[];
   readonly workerConcurrency: number;
+  /** Per-category concurrency from WORKER_QUEUES entries like `video:1` (else workerConcurrency). */
+  readonly workerConcurrencyByQueue: Readonly<Record<string, number>>;
   readonly enableTestTools: boolean;
   readonly rateLimitPerMinute: number;
   readonly logLevel: string;
@@ -117,14 +119,21 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`LOG_LEVEL must be one of error, warn, info, http, verbose, debug, silly; got "${logLevel}"`);
   }
   const s3Endpoint = url('S3_ENDPOINT', DEFAULTS.S3_ENDPOINT, ['http:', 'https:']);
-  const workerQueues = str('WORKER_QUEUES', DEFAULTS.WORKER_QUEUES)
-    .split(',')
-    .map((q) => q.trim())
-    .filter(Boolean);
-  if (workerQueues.length === 0) problems.push('WORKER_QUEUES must name at least one category');
-  for (const q of workerQueues) {
-    if (!/^[a-z][a-z0-9-]*$/.test(q)) problems.push(`WORKER_QUEUES has an invalid category "${q}"`);
+  // WORKER_QUEUES: categories, each optionally with its own concurrency (`image:4,video:1`),
+  // so heavy video work and light image work scale apart.
+  const workerQueues: string[] = [];
+  const workerConcurrencyByQueue: Record<string, number> = {};
+  for (const entry of str('WORKER_QUEUES', DEFAULTS.WORKER_QUEUES).split(',').map((q) => q.trim()).filter(Boolean)) {
+    const [name, concurrency] = entry.split(':') as [string, string | undefined];
+    if (!/^[a-z][a-z0-9-]*$/.test(name)) problems.push(`WORKER_QUEUES has an invalid category "${name}"`);
+    if (concurrency !== undefined) {
+      if (!/^\d+$/.test(concurrency) || Number(concurrency) < 1 || Number(concurrency) > 256) {
+        problems.push(`WORKER_QUEUES: concurrency of "${name}" must be a whole number from 1 to 256`);
+      } else workerConcurrencyByQueue[name] = Number(concurrency);
+    }
+    workerQueues.push(name);
   }
+  if (workerQueues.length === 0) problems.push('WORKER_QUEUES must name at least one category');
   const amqpPrefix = str('AMQP_PREFIX', '');
   if (amqpPrefix && !/^[a-z0-9_.-]+$/i.test(amqpPrefix)) problems.push('AMQP_PREFIX may hold letters, digits, . _ - only');
 
@@ -146,6 +155,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     workerQueues,
     workerConcurrency: int('WORKER_CONCURRENCY', 4, 1, 256),
+    workerConcurrencyByQueue,
     enableTestTools: bool('ENABLE_TEST_TOOLS', false),
     rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', 120, 1, 10_000_000),
     logLevel,

@@ -109,6 +109,15 @@ describe('loadConfig', () => {
     expect(loadConfig({ PRESIGN_TTL_SECONDS: '1' }).presignTtlSeconds).toBe(1);
   });
 
+  it('takes a per-category concurrency in WORKER_QUEUES (image:4,video:1)', () => {
+    const c = loadConfig({ WORKER_QUEUES: 'image:4, video:1,audio', WORKER_CONCURRENCY: '3' });
+    expect(c.workerQueues).toEqual(['image', 'video', 'audio']);
+    expect(c.workerConcurrencyByQueue).toEqual({ image: 4, video: 1 });
+    expect(c.workerConcurrency).toBe(3);
+    expect(problemsOf({ WORKER_QUEUES: 'video:0' })).toEqual([expect.stringContaining('concurrency of "video"')]);
+    expect(problemsOf({ WORKER_QUEUES: 'video:x' })).toEqual([expect.stringContaining('concurrency of "video"')]);
+  });
+
   it('parses WORKER_QUEUES as a trimmed, comma-separated list of categories', () => {
     expect(loadConfig({ WORKER_QUEUES: 'image' }).workerQueues).toEqual(['image']);
     expect(loadConfig({ WORKER_QUEUES: ' image , test,,audio ' }).workerQueues).toEqual(['image', 'test', 'audio']);

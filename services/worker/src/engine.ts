@@ -36,7 +36,7 @@ const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
 
 export interface EngineDeps {
   db: Knex;
-  catalog: Catalog;
+  catalog: Pick<Catalog, 'get' | 'charge'>;
   store: ObjectStore;
   runners: Readonly<Record<string, ToolRunner>>;
   logger: Logger;

@@ -26,7 +26,8 @@ const STDERR_KEEP = 4_000;
 export function runProgram(command: string, args: string[], o: RunOptions): Promise<ProgramResult> {
   return new Promise((resolve, reject) => {
     if (o.signal.aborted) return reject(o.signal.reason);
-    const child = spawn(command, args, { cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    // Its own process group, so an abort kills whatever the program started too.
+    const child = spawn(command, args, { cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     // a worker killed while a media program runs (the program is orphaned, the step is rerun)
     crashPoint('worker.during_program');
     const out: Buffer[] = [];
@@ -34,9 +35,16 @@ export function runProgram(command: string, args: string[], o: RunOptions): Prom
     let err = '';
     let killTimer: NodeJS.Timeout | undefined;
     let settled = false;
+    const signalGroup = (sig: NodeJS.Signals) => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, sig);
+      } catch {
+        // already gone
+      }
+    };
     const kill = () => {
-      child.kill('SIGTERM');
-      killTimer = setTimeout(() => child.kill('SIGKILL'), o.killGraceMs ?? 2_000);
+      signalGroup('SIGTERM');
+      killTimer = setTimeout(() => signalGroup('SIGKILL'), o.killGraceMs ?? 2_000);
     };
     const onAbort = () => kill();
     o.signal.addEventListener('abort', onAbort, { once: true });

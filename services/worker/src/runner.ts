@@ -74,7 +74,7 @@ export interface StepContext {
    * invalid_input_file when the file is gone (expired or deleted since the submit).
    */
   inputFile(fileId: string): Promise<InputFile>;
-  catalog: Catalog;
+  catalog: Pick<Catalog, 'get' | 'charge'>;
   store: ObjectStore;
   logger: Logger;
   /** HTTP client (address-guarded), base URLs and credentials for provider-backed models. */

@@ -56,7 +56,15 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   });
   const consumers = categories.map(
     (category) =>
-      new Consumer(amqp, { queue: names.queueFor(category), concurrency: config.workerConcurrency, handler: (payload) => engine.handle(payload) }, logger),
+      new Consumer(
+        amqp,
+        {
+          queue: names.queueFor(category),
+          concurrency: config.workerConcurrencyByQueue[category] ?? config.workerConcurrency,
+          handler: (payload) => engine.handle(payload),
+        },
+        logger,
+      ),
   );
   for (const c of consumers) await c.start();
   await amqp.start();
@@ -72,7 +80,12 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   });
   const metricsPort = await health.start();
   const queues = categories.map((c) => names.queueFor(c));
-  logger.info('worker.started', { workerId, queues, concurrency: config.workerConcurrency, metricsPort });
+  logger.info('worker.started', {
+    workerId,
+    queues,
+    concurrency: Object.fromEntries(categories.map((c) => [c, config.workerConcurrencyByQueue[c] ?? config.workerConcurrency])),
+    metricsPort,
+  });
 
   // Drain: stop intake and give in-flight steps time to finish; past that, abort them
   // (their executions are released and redelivered to another worker, which resumes

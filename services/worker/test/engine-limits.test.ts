@@ -1,0 +1,116 @@
+import { execFileSync } from 'node:child_process';
+import type { Knex } from 'knex';
+import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
+import { newId } from '@tes/core';
+import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
+import { OutboxDispatcher } from '@tes/messaging';
+import { createMetrics, createNullLogger } from '@tes/observability';
+import { ObjectStore } from '@tes/storage';
+import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { StepEngine } from '../src/engine';
+import { ProviderHttp } from '../src/providers/http';
+import { runProgram } from '../src/programs';
+import type { ToolRunner } from '../src/runner';
+
+/**
+ * The engine's own bounds, driven directly on a real database and S3: the 21st step fails
+ * the execution with step_limit_exceeded (the catalog also refuses such input at quote
+ * time, so this is the engine's last line), and a step's abort signal kills its program.
+ */
+let database: TestDatabase;
+let s3: EmbeddedS3;
+let db: Knex;
+let store: ObjectStore;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  s3 = await startEmbeddedS3();
+  db = createDb({ url: database.url, poolMax: 3 });
+  store = new ObjectStore({ endpoint: s3.endpoint, publicEndpoint: s3.endpoint, bucket: 'engine-limits', region: 'us-east-1', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey });
+  await store.ensureBucket();
+});
+
+afterAll(async () => {
+  store?.close();
+  await db?.destroy();
+  await database?.drop();
+  await s3?.stop();
+});
+
+const manySteps: ToolDefinition = {
+  name: 'test.many',
+  category: 'test',
+  description: 'a tool whose plan has 21 steps',
+  unit: 'step',
+  inputSchema: { type: 'object' },
+  example: {},
+  models: [{ id: 'sleep', description: '', example: {}, available: true }],
+  describePrice: () => '',
+  estimateUnits: () => ({ units: 21 }),
+  maximumCharge: () => 21_000,
+  plan: () => Array.from({ length: 21 }, (_, i) => ({ name: `s${i}` })),
+};
+
+const oneThousandPerStep: ToolRunner = { runStep: async () => ({ costMicros: 1_000 }) };
+
+it('the 21st step fails the execution with step_limit_exceeded, charging the 20 that ran', async () => {
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.many': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } } });
+  const id = newId('exe');
+  await submitExecution(db, {
+    id,
+    projectId: p.projectId,
+    apiKeyId: p.keyId,
+    tool: 'test.many',
+    model: 'sleep',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 21,
+    reservedMicros: 21_000,
+    idempotencyKey: 'many-steps-1',
+    requestDigest: 'x',
+    routingKey: 'test',
+  });
+  const engine = new StepEngine({
+    db,
+    catalog: new Catalog({ enableTestTools: true, extraTools: [manySteps] }),
+    store,
+    runners: { 'test.many': oneThousandPerStep },
+    logger: createNullLogger(),
+    metrics: createMetrics('test', false),
+    leaseTtlMs: 10_000,
+    workerId: 'wrk_test',
+    dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
+    waitRoutingKeyFor: (c) => `${c}.wait`,
+    waitMs: 1_000,
+    providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
+  });
+  expect(await engine.handle({ executionId: id, projectId: p.projectId })).toBe('ack');
+  const e = await getExecutionById(db, id);
+  expect(e).toMatchObject({ status: 'failed', errorCode: 'step_limit_exceeded', chargedMicros: 20_000 });
+  const steps = await getSteps(db, p.projectId, [id]);
+  expect(steps).toHaveLength(20);
+  expect(steps.every((s) => s.status === 'succeeded')).toBe(true);
+  expect((await auditLedger(db)).ok).toBe(true);
+});
+
+it('the catalog refuses input whose plan has more than 20 steps before anything is reserved', () => {
+  const catalog = new Catalog({ enableTestTools: true, extraTools: [manySteps] });
+  expect(() => catalog.resolve('test.many', {})).toThrow(expect.objectContaining({ code: 'invalid_arguments' }));
+});
+
+it("an aborted step kills its program (SIGTERM, then SIGKILL if it ignores it)", async () => {
+  const controller = new AbortController();
+  // a child that ignores SIGTERM: only the SIGKILL after the grace can stop it
+  const running = runProgram('bash', ['-c', 'trap "" TERM; sleep 31.7; echo done'], { signal: controller.signal, killGraceMs: 200 });
+  await new Promise((r) => setTimeout(r, 300));
+  const started = Date.now();
+  controller.abort(new Error('deadline'));
+  await expect(running).rejects.toThrow('deadline');
+  expect(Date.now() - started).toBeLessThan(5_000);
+  // the whole process group is gone, the program's own child included
+  await new Promise((r) => setTimeout(r, 100));
+  const ps = execFileSync('ps', ['-eo', 'args']).toString();
+  expect(ps).not.toContain('sleep 31.7');
+});
