@@ -19,6 +19,8 @@ export interface TestStack {
   /** A pool of the test's own, for assertions against the database. */
   db: Knex;
   baseUrl: string;
+  /** The gateway's /metrics, /healthz, /readyz port (worker and relay: stack.worker/relay.metricsPort). */
+  gatewayMetricsPort: number;
   logs: CaptureTransport;
   logger: Logger;
   worker: RunningWorker | undefined;
@@ -89,6 +91,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     config,
     db,
     baseUrl: `http://127.0.0.1:${gateway.port}`,
+    gatewayMetricsPort: gateway.metricsPort,
     logs,
     logger,
     worker,

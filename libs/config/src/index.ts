@@ -34,6 +34,8 @@ export interface Config {
   readonly outboxSweepIntervalMs: number;
   readonly outboxGraceMs: number;
   readonly janitorIntervalMs: number;
+  readonly stateMetricsIntervalMs: number;
+  readonly ledgerAuditIntervalMs: number;
   /** Delay between polls of a provider job while an execution is waiting. */
   readonly waitRecheckMs: number;
   /** Allow provider traffic to loopback and private addresses (tests with local fakes only). */
@@ -166,6 +168,8 @@ export function loadConfig(env: Env = process.env): Config {
     outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
+    stateMetricsIntervalMs: int('STATE_METRICS_INTERVAL_MS', 10_000, 100, 3_600_000),
+    ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 600_000, 100, 86_400_000),
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),
     providerAllowPrivateNetworks: bool('PROVIDER_ALLOW_PRIVATE_NETWORKS', false),
     providerJobTimeoutMs: int('PROVIDER_JOB_TIMEOUT_MS', 30 * 60_000, 100, 24 * 3_600_000),

@@ -15,6 +15,11 @@ export interface Metrics {
   outboxLagSeconds: Gauge<string>;
   reservedMicrosOutstanding: Gauge<string>;
   needsReviewCount: Gauge<string>;
+  queueDepth: Gauge<'queue'>;
+  queueConsumers: Gauge<'queue'>;
+  ledgerAuditOk: Gauge<string>;
+  settledMicros: Counter<'tool'>;
+  executionFailures: Counter<'tool' | 'error_code'>;
 }
 
 export function createMetrics(service: string, withDefaults = true): Metrics {
@@ -74,6 +79,35 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     needsReviewCount: new Gauge({
       name: 'tes_needs_review_executions',
       help: 'Executions waiting for an operator decision',
+      registers: [registry],
+    }),
+    queueDepth: new Gauge({
+      name: 'tes_queue_depth',
+      help: 'Messages ready in a work queue (KEDA scales workers on the same number)',
+      labelNames: ['queue'],
+      registers: [registry],
+    }),
+    queueConsumers: new Gauge({
+      name: 'tes_queue_consumers',
+      help: 'Consumers attached to a work queue',
+      labelNames: ['queue'],
+      registers: [registry],
+    }),
+    ledgerAuditOk: new Gauge({
+      name: 'tes_ledger_audit_ok',
+      help: '1 when the last ledger audit found every money invariant intact, 0 when one was broken',
+      registers: [registry],
+    }),
+    settledMicros: new Counter({
+      name: 'tes_settled_micros_total',
+      help: 'Micro-USD charged at settlement, by tool',
+      labelNames: ['tool'],
+      registers: [registry],
+    }),
+    executionFailures: new Counter({
+      name: 'tes_execution_failures_total',
+      help: 'Executions that ended failed, by tool and error code',
+      labelNames: ['tool', 'error_code'],
       registers: [registry],
     }),
   };

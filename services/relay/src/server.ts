@@ -5,6 +5,7 @@ import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } 
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { Relay } from './relay';
+import { StateMetrics } from './state-metrics';
 
 export interface RunningRelay {
   relay: Relay;
@@ -37,6 +38,16 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   relay.start();
   const deadLetters = new Consumer(amqp, { queue: names.deadLetterQueue, concurrency: 1, handler: (payload) => relay.handleDeadLetter(payload) }, logger);
   await deadLetters.start();
+  const state = new StateMetrics({
+    db,
+    amqp,
+    metrics,
+    logger,
+    queues: catalog.categories().map((c) => names.queueFor(c)),
+    intervalMs: config.stateMetricsIntervalMs,
+    auditIntervalMs: config.ledgerAuditIntervalMs,
+  });
+  await state.start();
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
@@ -54,6 +65,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     parts: [
       { name: 'relay', stop: () => relay.stop() },
       { name: 'dead-letters', stop: () => deadLetters.stop() },
+      { name: 'state-metrics', stop: () => state.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },

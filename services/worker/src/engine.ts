@@ -362,6 +362,8 @@ export class StepEngine {
     timer({ outcome: settled ? status : 'fenced' });
     if (!settled) throw new LeaseLost();
     metrics.executionsTotal.inc({ tool: e.tool, status });
+    metrics.settledMicros.inc({ tool: e.tool }, settled.chargedMicros);
+    if (status === 'failed') metrics.executionFailures.inc({ tool: e.tool, error_code: extra.errorCode ?? 'unknown' });
     metrics.executionDuration.observe({ tool: e.tool, outcome: status }, (Date.now() - Date.parse(e.createdAt)) / 1000);
     logger.info('worker.execution.settled', {
       executionId: e.id,

@@ -1,0 +1,91 @@
+import type { Channel } from 'amqplib';
+import type { Knex } from 'knex';
+import { auditLedger } from '@tes/db';
+import type { AmqpClient } from '@tes/messaging';
+import type { Logger, Metrics } from '@tes/observability';
+
+export interface StateMetricsOptions {
+  db: Knex;
+  amqp: AmqpClient;
+  metrics: Metrics;
+  logger: Logger;
+  /** Work queues to watch (their depth drives autoscaling). */
+  queues: string[];
+  intervalMs: number;
+  auditIntervalMs: number;
+}
+
+/**
+ * Gauges of the system's state, read by the relay (one per deployment suffices; with two,
+ * both report the same values): queue depth and consumers per work queue, reserved money
+ * outstanding, executions waiting for an operator, and the ledger audit's verdict (the
+ * audit reads every journal row, so it runs on its own, slower, period).
+ */
+export class StateMetrics {
+  private channel: Channel | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private auditTimer: NodeJS.Timeout | undefined;
+  private running: Promise<unknown> | undefined;
+
+  constructor(private readonly o: StateMetricsOptions) {}
+
+  async start(): Promise<void> {
+    await this.o.amqp.addSetup(async (conn) => {
+      const ch = await conn.createChannel();
+      // checkQueue on a missing queue closes the channel; it is recreated on the next connect
+      ch.on('error', () => undefined);
+      ch.on('close', () => {
+        if (this.channel === ch) this.channel = undefined;
+      });
+      this.channel = ch;
+    });
+    this.timer = setInterval(() => this.guard(() => this.collect()), this.o.intervalMs);
+    this.auditTimer = setInterval(() => this.guard(() => this.audit()), this.o.auditIntervalMs);
+    await this.collect();
+    await this.audit();
+  }
+
+  private guard(fn: () => Promise<void>): void {
+    if (this.running) return;
+    this.running = fn().finally(() => (this.running = undefined));
+  }
+
+  async collect(): Promise<void> {
+    const { db, metrics } = this.o;
+    try {
+      const row = await db.raw<{ rows: { reserved: number; review: number }[] }>(
+        `SELECT (SELECT coalesce(sum(reserved_micros), 0) FROM projects)::bigint AS reserved,
+                (SELECT count(*) FROM executions WHERE status = 'needs_review')::bigint AS review`,
+      );
+      metrics.reservedMicrosOutstanding.set(row.rows[0]?.reserved ?? 0);
+      metrics.needsReviewCount.set(row.rows[0]?.review ?? 0);
+      const ch = this.channel;
+      if (ch) {
+        for (const queue of this.o.queues) {
+          const q = await ch.checkQueue(queue);
+          metrics.queueDepth.set({ queue }, q.messageCount);
+          metrics.queueConsumers.set({ queue }, q.consumerCount);
+        }
+      }
+    } catch (err) {
+      this.o.logger.warn('relay.state_metrics.failed', { err: (err as Error).message });
+    }
+  }
+
+  async audit(): Promise<void> {
+    try {
+      const report = await auditLedger(this.o.db);
+      this.o.metrics.ledgerAuditOk.set(report.ok ? 1 : 0);
+      if (!report.ok) this.o.logger.error('relay.ledger_audit.failed', { problems: report.problems.slice(0, 20) });
+    } catch (err) {
+      this.o.logger.warn('relay.ledger_audit.error', { err: (err as Error).message });
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    if (this.auditTimer) clearInterval(this.auditTimer);
+    await this.running;
+    await this.channel?.close().catch(() => undefined);
+  }
+}

@@ -1,0 +1,87 @@
+import { bearer, startStack, waitForExecution, type TestStack } from '../stack';
+
+/** Each service's /metrics exposes its series, and they move when work flows. */
+let stack: TestStack;
+
+beforeAll(async () => {
+  stack = await startStack({ env: { STATE_METRICS_INTERVAL_MS: '200', LEDGER_AUDIT_INTERVAL_MS: '300' } });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+async function scrape(port: number): Promise<string> {
+  const res = await fetch(`http://127.0.0.1:${port}/metrics`);
+  expect(res.status).toBe(200);
+  return res.text();
+}
+
+/** The value of one series, written `name{k="v",…}` with its exact label set in any order. */
+function value(text: string, series: string): number | undefined {
+  const parse = (s: string) => {
+    const m = /^([a-z_]+)(?:\{(.*)\})?$/.exec(s);
+    const labels = Object.fromEntries([...(m?.[2] ?? '').matchAll(/([a-z_]+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    return { name: m?.[1], labels: JSON.stringify(Object.entries(labels).sort()) };
+  };
+  const want = parse(series);
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || !line) continue;
+    const at = line.lastIndexOf(' ');
+    const got = parse(line.slice(0, at));
+    if (got.name === want.name && got.labels === want.labels) return Number(line.slice(at + 1));
+  }
+  return undefined;
+}
+
+it('gateway, worker and relay expose their series, which move when an execution runs', async () => {
+  const ports = { gateway: stack.gatewayMetricsPort, worker: stack.worker!.metricsPort, relay: stack.relay!.metricsPort };
+  for (const port of Object.values(ports)) {
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
+  }
+  const before = { worker: await scrape(ports.worker) };
+  const p = await stack.seed({ creditMicros: 10_000 });
+  const v = (await stack.http().get('/tools').set(bearer(p.secret))).body.data.priceVersion;
+  const sub = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-run-1' }).send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 300 }, priceVersion: v, maximumChargeMicros: 600 });
+  expect(sub.status).toBe(202);
+  await waitForExecution(stack, p.secret, sub.body.data.id);
+  const failing = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-run-2' }).send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 1, failAtStep: 1 }, priceVersion: v, maximumChargeMicros: 2 });
+  await waitForExecution(stack, p.secret, failing.body.data.id);
+
+  const gw = await scrape(ports.gateway);
+  expect(value(gw, 'tes_http_request_duration_seconds_count{method="POST",route="/tools/:tool",status="202",service="gateway"}')).toBe(2);
+  expect(value(gw, 'tes_executions_total{tool="test.sleep",status="queued",service="gateway"}')).toBe(2);
+  expect(value(gw, 'tes_outbox_published_total{source="gateway",service="gateway"}')).toBe(2);
+  // never an id as a label
+  expect(gw).not.toMatch(/exe_[0-9A-Z]{26}|prj_[0-9A-Z]{26}/);
+
+  const wk = await scrape(ports.worker);
+  expect(value(before.worker, 'tes_executions_total{tool="test.sleep",status="succeeded",service="worker"}')).toBeUndefined();
+  expect(value(wk, 'tes_executions_total{tool="test.sleep",status="succeeded",service="worker"}')).toBe(1);
+  expect(value(wk, 'tes_settled_micros_total{tool="test.sleep",service="worker"}')).toBe(601);
+  expect(value(wk, 'tes_execution_failures_total{tool="test.sleep",error_code="provider_error",service="worker"}')).toBe(1);
+  expect(value(wk, 'tes_settlement_duration_seconds_count{outcome="succeeded",service="worker"}')).toBe(1);
+
+  // the relay's state gauges follow the database and the broker
+  await new Promise((r) => setTimeout(r, 500));
+  const rl = await scrape(ports.relay);
+  const queue = `${stack.config.amqpPrefix}executions.test`;
+  expect(value(rl, `tes_queue_depth{queue="${queue}",service="relay"}`)).toBe(0);
+  expect(value(rl, `tes_queue_consumers{queue="${queue}",service="relay"}`)).toBe(1);
+  expect(value(rl, 'tes_reserved_micros_outstanding{service="relay"}')).toBe(0);
+  expect(value(rl, 'tes_needs_review_executions{service="relay"}')).toBe(0);
+  expect(value(rl, 'tes_ledger_audit_ok{service="relay"}')).toBe(1);
+  expect(value(rl, 'tes_outbox_lag_seconds{service="relay"}')).toBe(0);
+});
+
+it('the audit gauge turns 0 when an invariant breaks', async () => {
+  const p = await stack.seed({ creditMicros: 1_000 });
+  await stack.db('projects').where({ id: p.projectId }).increment('available_micros', 1);
+  try {
+    await new Promise((r) => setTimeout(r, 800));
+    expect(value(await scrape(stack.relay!.metricsPort), 'tes_ledger_audit_ok{service="relay"}')).toBe(0);
+  } finally {
+    await stack.db('projects').where({ id: p.projectId }).decrement('available_micros', 1);
+  }
+});
