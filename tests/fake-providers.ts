@@ -38,6 +38,7 @@ interface Job {
 export async function startFakeProviders(): Promise<FakeProviders> {
   const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3366cc' } }).png().toBuffer();
   const mp4 = await ffmpegMake(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=5', '-c:v', 'libx264', '-pix_fmt', 'yuv420p'], 'g.mp4');
+  const wav = await ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=300:duration=1.5', '-ac', '1', '-ar', '24000'], 's.wav');
   const jobs = new Map<string, Job>();
   const requests: RecordedRequest[] = [];
   const seen429 = new Set<string>();
@@ -143,6 +144,13 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       if (!id) return;
       const data = tag(String(body?.prompt), 'badfile') ? [{ b64_json: Buffer.from('nope').toString('base64') }] : Array.from({ length: Number(body?.n ?? 1) }, () => ({ b64_json: png.toString('base64') }));
       return send(res, 200, { created: 1, data, usage: { total_tokens: 100 } });
+    }
+    if (req.method === 'POST' && path === '/openai/v1/audio/speech') {
+      if (req.headers.authorization !== 'Bearer test-openai') return send(res, 401, { error: { message: 'Incorrect API key' } });
+      const id = create(res, req, String(body?.input), 1, 'image');
+      if (!id) return;
+      res.writeHead(200, { 'Content-Type': 'audio/wav' });
+      return void res.end(tag(String(body?.input), 'badfile') ? Buffer.from('not audio at all') : wav);
     }
     send(res, 404, { detail: `no route ${req.method} ${path}` });
   }

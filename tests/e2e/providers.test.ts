@@ -15,7 +15,7 @@ let fake: FakeProviders;
 beforeAll(async () => {
   fake = await startFakeProviders();
   stack = await startStack({
-    env: { ...fake.env, PROVIDER_ALLOW_PRIVATE_NETWORKS: '1', WAIT_RECHECK_MS: '150', PROVIDER_JOB_TIMEOUT_MS: '2500', WORKER_CONCURRENCY: '1' },
+    env: { ...fake.env, PROVIDER_ALLOW_PRIVATE_NETWORKS: '1', WAIT_RECHECK_MS: '150', PROVIDER_JOB_TIMEOUT_MS: '8000', WORKER_CONCURRENCY: '1' },
   });
 });
 
@@ -158,7 +158,7 @@ describe('image.generate', () => {
   it('a waiting execution frees its consumer slot (concurrency 1): other work runs meanwhile', async () => {
     const p = await stack.seed({ creditMicros: 100_000 });
     const key2 = await addKey(stack.db, p.projectId);
-    const slow = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'slow one [polls:12]' });
+    const slow = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'slow one [polls:8]' });
     await waitForExecution(stack, p.secret, slow, (e) => e.status === 'waiting');
     const quick = await submit(key2.secret, 'test.sleep', { seconds: 0, steps: 1, costMicrosPerStep: 1 });
     const quickDone = await waitForExecution(stack, key2.secret, quick);
@@ -166,6 +166,35 @@ describe('image.generate', () => {
     const slowNow = await stack.db('executions').where({ id: slow }).first();
     expect(['waiting', 'running']).toContain(slowNow.status);
     expect((await waitForExecution(stack, p.secret, slow, undefined, 20_000)).status).toBe('succeeded');
+  });
+});
+
+describe('audio.speech on OpenAI', () => {
+  it('speaks through the audio/speech API; the audio is checked and charged per 1,000 characters', async () => {
+    const p = await stack.seed({ creditMicros: 100_000 });
+    const text = 'Welcome back. Your report is ready.';
+    const id = await submit(p.secret, 'audio.speech', { model: 'openai/gpt-4o-mini-tts', text, voice: 'coral', format: 'wav' });
+    const done = await waitForExecution(stack, p.secret, id);
+    expect(done).toMatchObject({ status: 'succeeded', chargedMicros: 20_000 });
+    expect(creates(text)[0]!.body).toEqual({ model: 'gpt-4o-mini-tts', input: text, voice: 'coral', response_format: 'wav' });
+    const art = (done.output as { artifacts: { id: string }[] }).artifacts[0]!;
+    const probe = await probeBytes(await downloadArtifact(stack, p.secret, id, art.id), 'wav');
+    expect(Number(probe.format.duration)).toBeCloseTo(1.5, 1);
+    const bad = await submit(p.secret, 'audio.speech', { model: 'openai/gpt-4o-mini-tts', text: 'noise [badfile]', voice: 'alloy' });
+    expect(await waitForExecution(stack, p.secret, bad)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
+  });
+
+  it("refuses a voice of the other model before anything is reserved", async () => {
+    const p = await stack.seed({ creditMicros: 100_000 });
+    for (const args of [
+      { model: 'openai/gpt-4o-mini-tts', text: 'hi', voice: 'en-us' },
+      { model: 'espeak-ng', text: 'hi', voice: 'coral' },
+      { text: 'hi', voice: 'nova' },
+    ]) {
+      const q = await stack.http().post('/tools/quote').set(bearer(p.secret)).send({ tool: 'audio.speech', arguments: args });
+      expect(q.status).toBe(400);
+      expect(q.body.error.message).toBe('invalid_arguments');
+    }
   });
 });
 

@@ -55,7 +55,7 @@ export class Catalog {
       imageRender,
       imageGenerate(providers),
       imageTransform,
-      audioSpeech,
+      audioSpeech(providers),
       audioTranscode,
       videoSlideshow,
       videoThumbnail,

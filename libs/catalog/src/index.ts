@@ -3,7 +3,7 @@ export * from './catalog';
 export * from './prices';
 export { IMAGE_RENDER_LIMITS } from './tools/image-render';
 export { IMAGE_TRANSFORM_LIMITS } from './tools/image-transform';
-export { AUDIO_SPEECH_LIMITS } from './tools/audio-speech';
+export { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL } from './tools/audio-speech';
 export { AUDIO_TRANSCODE_LIMITS } from './tools/audio-transcode';
 export { VIDEO_SLIDESHOW_LIMITS } from './tools/video-slideshow';
 export { VIDEO_THUMBNAIL_LIMITS } from './tools/video-thumbnail';

@@ -6,7 +6,12 @@ export const DEFAULT_PRICE_LIST: PriceList = {
   tools: {
     'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
     'image.transform': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
-    'audio.speech': { models: { 'espeak-ng': { unitPriceMicros: 2_000, minimumMicros: 100 } } },
+    'audio.speech': {
+      models: {
+        'espeak-ng': { unitPriceMicros: 2_000, minimumMicros: 100 },
+        'openai/gpt-4o-mini-tts': { unitPriceMicros: 20_000, minimumMicros: 1_000 },
+      },
+    },
     'audio.transcode': { models: { ffmpeg: { unitPriceMicros: 100, minimumMicros: 100 } } },
     'video.slideshow': { models: { ffmpeg: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
     'video.thumbnail': { models: { ffmpeg: { unitPriceMicros: 500, minimumMicros: 500 } } },

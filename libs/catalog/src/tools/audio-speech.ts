@@ -1,5 +1,5 @@
 import { ceilDiv, formatUsd } from '@tes/core';
-import type { ToolDefinition } from '../types';
+import type { ProviderAvailability, ToolDefinition } from '../types';
 
 /**
  * espeak-ng voices offered (each checked to exist in espeak-ng 1.51's data). The schema
@@ -12,6 +12,10 @@ export const SPEECH_VOICES = [
   'sv', 'da', 'nb', 'fi', 'pl', 'cs', 'ru', 'uk', 'el', 'tr',
   'hi', 'ar', 'ja', 'ko', 'cmn', 'vi',
 ] as const;
+
+/** OpenAI text-to-speech voices (audio/speech). */
+export const OPENAI_SPEECH_VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer'] as const;
+export const OPENAI_SPEECH_MODEL = 'openai/gpt-4o-mini-tts';
 
 export const AUDIO_SPEECH_LIMITS = {
   maxTextChars: 5_000,
@@ -33,11 +37,13 @@ export function speechUnits(text: string): number {
 }
 
 /**
- * audio.speech: text to WAV or MP3 with espeak-ng (offline). The text reaches espeak-ng
- * only through a file, never argv; the charge is from the text's character count, which is
- * known before the run, so quote and charge agree.
+ * audio.speech: text to WAV or MP3 with espeak-ng (offline) or OpenAI's speech model (when
+ * OPENAI_API_KEY is set). The text reaches espeak-ng only through a file, never argv; the
+ * charge is from the text's character count, known before the run, so quote and charge agree.
+ * Voices differ per model; the schema checks the voice against the chosen model's set.
  */
-export const audioSpeech: ToolDefinition = {
+export function audioSpeech(p: ProviderAvailability): ToolDefinition {
+  return {
   name: 'audio.speech',
   category: 'audio',
   description: 'Text to speech as WAV (16-bit PCM) or MP3 with espeak-ng.',
@@ -47,7 +53,7 @@ export const audioSpeech: ToolDefinition = {
     additionalProperties: false,
     required: ['text'],
     properties: {
-      model: { type: 'string', enum: ['espeak-ng'], default: 'espeak-ng', description: 'Speech synthesizer.' },
+      model: { type: 'string', enum: ['espeak-ng', OPENAI_SPEECH_MODEL], description: 'Speech synthesizer; the first available one when omitted.' },
       text: {
         type: 'string',
         minLength: 1,
@@ -57,17 +63,25 @@ export const audioSpeech: ToolDefinition = {
           `Text to speak, 1 to ${AUDIO_SPEECH_LIMITS.maxTextChars} characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). ` +
           `Speech longer than ${AUDIO_SPEECH_LIMITS.maxDurationSeconds} seconds fails with artifact_too_large and is not charged.`,
       },
-      voice: { type: 'string', enum: [...SPEECH_VOICES], default: 'en-us', description: 'espeak-ng voice (language and accent).' },
+      voice: {
+        type: 'string',
+        enum: [...SPEECH_VOICES, ...OPENAI_SPEECH_VOICES],
+        description: `Voice. espeak-ng: a language and accent (default en-us). ${OPENAI_SPEECH_MODEL}: one of ${OPENAI_SPEECH_VOICES.join(', ')} (default alloy).`,
+      },
       rate: {
         type: 'integer',
         minimum: AUDIO_SPEECH_LIMITS.minRate,
         maximum: AUDIO_SPEECH_LIMITS.maxRate,
         default: 160,
-        description: `Speaking rate in words per minute, ${AUDIO_SPEECH_LIMITS.minRate} to ${AUDIO_SPEECH_LIMITS.maxRate}.`,
+        description: `Speaking rate in words per minute, ${AUDIO_SPEECH_LIMITS.minRate} to ${AUDIO_SPEECH_LIMITS.maxRate} (espeak-ng only).`,
       },
-      pitch: { type: 'integer', minimum: 0, maximum: 99, default: 50, description: 'Pitch, 0 (low) to 99 (high).' },
-      format: { type: 'string', enum: ['wav', 'mp3'], default: 'wav', description: 'wav: 16-bit PCM, 22,050 Hz mono. mp3: libmp3lame VBR.' },
+      pitch: { type: 'integer', minimum: 0, maximum: 99, default: 50, description: 'Pitch, 0 (low) to 99 (high) (espeak-ng only).' },
+      format: { type: 'string', enum: ['wav', 'mp3'], default: 'wav', description: 'wav: 16-bit PCM. mp3.' },
     },
+    // the voice must belong to the chosen model (no model given: espeak-ng's voices)
+    if: { required: ['model'], properties: { model: { const: OPENAI_SPEECH_MODEL } } },
+    then: { properties: { voice: { enum: [...OPENAI_SPEECH_VOICES] } } },
+    else: { properties: { voice: { enum: [...SPEECH_VOICES] } } },
   },
   example: { text: 'Hello from the Tool Execution Service.', voice: 'en-us', format: 'mp3' },
   models: [
@@ -79,8 +93,17 @@ export const audioSpeech: ToolDefinition = {
       // ffprobe measures the output's duration and stream facts.
       requires: ['espeak-ng', 'ffmpeg', 'ffprobe'],
     },
+    {
+      id: OPENAI_SPEECH_MODEL,
+      description: 'OpenAI gpt-4o-mini-tts through the audio/speech API. Needs OPENAI_API_KEY (and ffprobe on the worker to check the audio).',
+      example: { model: OPENAI_SPEECH_MODEL, text: 'Welcome back. Your report is ready.', voice: 'coral', format: 'mp3' },
+      available: p.openai,
+      requires: ['ffprobe'],
+    },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per 1,000 characters, minimum ${formatUsd(p.minimumMicros)}`,
   estimateUnits: (args) => ({ units: speechUnits(args.text as string) }),
-  plan: () => [{ name: 'synthesize', timeoutMs: 180_000 }],
-};
+  // the OpenAI call may cost money once sent: external, so a crash mid-call means needs_review
+  plan: (args) => [{ name: 'synthesize', timeoutMs: 180_000, external: args.model === OPENAI_SPEECH_MODEL }],
+  };
+}

@@ -1,6 +1,7 @@
 import { StepError } from '@tes/core';
 import type { ProviderContext, ProviderOutput } from './common';
 import { createJob, requireCredential } from './common';
+import { HttpStatusError } from './http';
 
 /**
  * OpenAI Images API (POST /images/generations): synchronous; with gpt-image-1 every image
@@ -23,4 +24,27 @@ export async function openaiGenerateImages(
   const images = (res.data ?? []).map((d) => d.b64_json).filter((b): b is string => typeof b === 'string' && b.length > 0);
   if (images.length === 0) throw new StepError('provider_error', 'OpenAI answered without images');
   return images.map((b) => ({ bytes: Buffer.from(b, 'base64') }));
+}
+
+/**
+ * OpenAI text to speech (POST /audio/speech): answers with the audio bytes. One request;
+ * an unanswered one is an unknown outcome, like images.
+ */
+export async function openaiSpeech(
+  ctx: ProviderContext,
+  body: { model: string; input: string; voice: string; response_format: 'wav' | 'mp3' },
+  maxBytes: number,
+): Promise<Buffer> {
+  const key = requireCredential(ctx.credentials.openai, 'OPENAI_API_KEY');
+  return createJob(async () => {
+    const res = await ctx.http.request('POST', `${ctx.baseUrls.openai}/audio/speech`, {
+      body: JSON.stringify(body),
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      signal: ctx.signal,
+      timeoutMs: 180_000,
+      maxBytes,
+    });
+    if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 300), undefined);
+    return res.body;
+  }, ctx.signal);
 }

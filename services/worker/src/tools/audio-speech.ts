@@ -1,9 +1,10 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { AUDIO_SPEECH_LIMITS } from '@tes/catalog';
+import { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL } from '@tes/catalog';
 import { ceilDiv, StepError } from '@tes/core';
 import { ProgramFailed, runProgram } from '../programs';
-import type { ToolRunner } from '../runner';
+import { openaiSpeech } from '../providers/openai';
+import type { StepContext, StepResult, ToolRunner } from '../runner';
 import { assertArtifactSize, measureAudio } from './audio-transcode';
 
 /** The bounds the schema documents, from the tool definition itself. */
@@ -14,7 +15,7 @@ const MAX_WAV_BYTES = 44 + L.maxDurationSeconds * 22_050 * 2;
 interface SpeechArgs {
   model: string;
   text: string;
-  voice: string;
+  voice?: string;
   rate: number;
   pitch: number;
   format: 'wav' | 'mp3';
@@ -56,11 +57,12 @@ export const audioSpeechRunner: ToolRunner = {
   async runStep(ctx) {
     if (ctx.name !== 'synthesize') throw new StepError('internal_error', `audio.speech has no step ${ctx.name}`);
     const a = ctx.args as unknown as SpeechArgs;
+    if (a.model === OPENAI_SPEECH_MODEL) return openaiSynthesize(ctx, a);
     const textFile = path.join(ctx.workDir, `speech-${ctx.index}.txt`);
     await writeFile(textFile, a.text, 'utf8');
     let raw: Buffer;
     try {
-      const argv = ['-b', '1', '-v', a.voice, '-s', String(a.rate), '-p', String(a.pitch), '-f', textFile, '--stdout'];
+      const argv = ['-b', '1', '-v', a.voice ?? 'en-us', '-s', String(a.rate), '-p', String(a.pitch), '-f', textFile, '--stdout'];
       raw = (await runProgram('espeak-ng', argv, { signal: ctx.signal, cwd: ctx.workDir, maxStdoutBytes: MAX_WAV_BYTES })).stdout;
     } catch (err) {
       if (err instanceof StepError && err.errorCode === 'artifact_too_large') {
@@ -95,3 +97,31 @@ export const audioSpeechRunner: ToolRunner = {
     };
   },
 };
+
+/**
+ * The OpenAI model: one request, the audio comes back whole. It is decoded with ffprobe
+ * before it is stored (a provider answer that is not audio fails with provider_error) and
+ * charged on the characters sent, like espeak-ng.
+ */
+async function openaiSynthesize(ctx: StepContext, a: SpeechArgs): Promise<StepResult> {
+  const body = await openaiSpeech(
+    { ...ctx.providers, signal: ctx.signal },
+    { model: 'gpt-4o-mini-tts', input: a.text, voice: a.voice ?? 'alloy', response_format: a.format },
+    L.maxArtifactBytes,
+  );
+  const file = path.join(ctx.workDir, `speech-${ctx.index}.${a.format}`);
+  await writeFile(file, body);
+  let facts;
+  try {
+    facts = await measureAudio(file, ctx.signal);
+  } catch (err) {
+    if (err instanceof StepError) throw new StepError('provider_error', 'the provider returned something that is not audio');
+    throw err;
+  }
+  const characters = Array.from(a.text).length;
+  return {
+    costMicros: ctx.catalog.charge('audio.speech', a.model, Math.max(1, ceilDiv(characters, 1_000)), ctx.prices, ctx.execution.reservedMicros),
+    files: [{ format: a.format, mimeType: a.format === 'mp3' ? 'audio/mpeg' : 'audio/wav', body }],
+    facts: { durationSeconds: facts.durationSeconds, sampleRate: facts.sampleRate, channels: facts.channels, characters },
+  };
+}
