@@ -61,6 +61,9 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     ENABLE_TEST_TOOLS: '1',
     LOG_LEVEL: 'debug',
     SETTINGS_CACHE_TTL_MS: '0',
+    // short, so revocations are seen within a test, but the key cache is still on the path
+    AUTH_CACHE_TTL_MS: '300',
+    USAGE_FLUSH_INTERVAL_MS: '50',
     OUTBOX_SWEEP_INTERVAL_MS: '200',
     OUTBOX_GRACE_MS: '1000',
     LEASE_TTL_MS: '5000',

@@ -40,6 +40,7 @@ it('GET /tools/usage counts requests and settled executions of the current UTC m
   await setMonthlyCap(stack.db, p.projectId, 8_000);
   const id = await run(p.secret, 'usage-run-1', { seconds: 0, steps: 2, costMicrosPerStep: 1_500 }, 3_000);
   await waitForExecution(stack, p.secret, id);
+  await new Promise((r) => setTimeout(r, 200)); // request counts are written in batches (50 ms here)
   const res = await stack.http().get('/tools/usage').set(bearer(p.secret));
   expect(res.status).toBe(200);
   const d = res.body.data;
@@ -108,4 +109,17 @@ it('a published price list gives a new version; quotes under the old one are ref
   } finally {
     await publishPrices(stack.db, DEFAULT_PRICE_LIST);
   }
+});
+
+it('request counts are exact once written: every authenticated request of the project is counted once', async () => {
+  const p = await stack.seed();
+  for (let i = 0; i < 10; i++) expect((await stack.http().get('/tools/project').set(bearer(p.secret))).status).toBe(200);
+  await new Promise((r) => setTimeout(r, 200));
+  const usage = await stack.http().get('/tools/usage').set(bearer(p.secret));
+  // the usage call itself is counted in memory and may or may not be written yet
+  expect([10, 11]).toContain(usage.body.data.requestCount);
+  await new Promise((r) => setTimeout(r, 200));
+  const again = await stack.http().get('/tools/usage').set(bearer(p.secret));
+  expect([11, 12]).toContain(again.body.data.requestCount);
+  expect(again.body.data.requestCount).toBe(usage.body.data.requestCount + 1);
 });

@@ -31,6 +31,9 @@ export interface Config {
   readonly presignTtlSeconds: number;
   readonly shutdownTimeoutMs: number;
   readonly settingsCacheTtlMs: number;
+  /** How long a gateway may use a key row before reading it again (a revocation takes effect within it). */
+  readonly authCacheTtlMs: number;
+  readonly usageFlushIntervalMs: number;
   readonly outboxSweepIntervalMs: number;
   readonly outboxGraceMs: number;
   readonly janitorIntervalMs: number;
@@ -165,6 +168,8 @@ export function loadConfig(env: Env = process.env): Config {
     presignTtlSeconds: int('PRESIGN_TTL_SECONDS', 300, 1, 300),
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
     settingsCacheTtlMs: int('SETTINGS_CACHE_TTL_MS', 2_000, 0, 60_000),
+    authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 5_000, 0, 5_000),
+    usageFlushIntervalMs: int('USAGE_FLUSH_INTERVAL_MS', 1_000, 10, 60_000),
     outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),

@@ -1,11 +1,16 @@
 import type { Knex } from 'knex';
 import { monthKey } from './time';
 
-export async function countRequest(db: Knex, projectId: string, n = 1): Promise<void> {
+/** Adds request counts for many projects in one statement (this month). */
+export async function countRequests(db: Knex, counts: ReadonlyMap<string, number>): Promise<void> {
+  if (counts.size === 0) return;
+  const month = monthKey();
+  const rows = [...counts].sort(([a], [b]) => a.localeCompare(b)); // a stable lock order across gateways
   await db.raw(
-    `INSERT INTO usage_counters (project_id, month, request_count) VALUES (?, ?::date, ?)
+    `INSERT INTO usage_counters (project_id, month, request_count)
+     SELECT p, ?::date, n FROM unnest(?::text[], ?::bigint[]) AS t(p, n)
      ON CONFLICT (project_id, month) DO UPDATE SET request_count = usage_counters.request_count + excluded.request_count`,
-    [projectId, monthKey(), n],
+    [month, rows.map(([p]) => p), rows.map(([, n]) => n)] as unknown as Knex.RawBinding[],
   );
 }
 

@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError, isAppError } from '@tes/core';
-import { countRequest } from '@tes/db';
 import { authenticate } from './auth';
 import type { AuthContext, GatewayDeps } from './context';
 import { httpFor } from './errors';
@@ -68,9 +67,8 @@ export function createApp(deps: GatewayDeps): express.Express {
   });
 
   const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute);
-  app.use('/tools', authenticate(deps.db, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
-    const auth = res.locals.auth as AuthContext;
-    countRequest(deps.db, auth.projectId).catch((err) => deps.logger.warn('gateway.usage.count_failed', { err: (err as Error).message }));
+  app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
+    deps.usage.count((res.locals.auth as AuthContext).projectId);
     next();
   });
   app.use(projectRoutes(deps));

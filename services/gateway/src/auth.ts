@@ -1,7 +1,8 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Knex } from 'knex';
 import { AppError, digestsEqual, digestSecret, parseKeySecret, type Scope } from '@tes/core';
-import { findApiKeyByLookupId } from '@tes/db';
+import { findApiKeyByLookupId, type ApiKeyRecord } from '@tes/db';
+import { LRUCache } from 'lru-cache';
 import type { AuthContext } from './context';
 import type { RequestLimits } from './rate-limit';
 
@@ -10,12 +11,37 @@ import type { RequestLimits } from './rate-limit';
  * digest of the presented secret is compared in constant time with the stored digest.
  * Unknown lookup ids still pay for a digest, so timing does not tell which part was wrong.
  */
-export function authenticate(db: Knex, limits: RequestLimits) {
+/**
+ * Key rows found by lookup id, kept at most `ttlMs` (bounded count). A revoked or expired
+ * key is refused within that time on every gateway; the digest is still compared on every
+ * request, so a cached row never admits a wrong secret.
+ */
+export class KeyCache {
+  private readonly cache: LRUCache<string, ApiKeyRecord>;
+  constructor(
+    private readonly db: Knex,
+    readonly ttlMs: number,
+  ) {
+    this.cache = new LRUCache<string, ApiKeyRecord>({ max: 10_000, ttl: Math.max(1, ttlMs) });
+  }
+
+  async find(lookupId: string): Promise<ApiKeyRecord | null> {
+    if (this.ttlMs > 0) {
+      const hit = this.cache.get(lookupId);
+      if (hit) return hit;
+    }
+    const key = await findApiKeyByLookupId(this.db, lookupId);
+    if (key && this.ttlMs > 0) this.cache.set(lookupId, key);
+    return key;
+  }
+}
+
+export function authenticate(keys: KeyCache, limits: RequestLimits) {
   return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const ip = req.ip ?? 'unknown';
     await limits.checkAuthFailures(ip, res);
     try {
-      res.locals.auth = await identify(db, req.get('authorization'));
+      res.locals.auth = await identify(keys, req.get('authorization'));
     } catch (err) {
       await limits.recordAuthFailure(ip);
       throw err;
@@ -24,7 +50,7 @@ export function authenticate(db: Knex, limits: RequestLimits) {
   };
 }
 
-async function identify(db: Knex, header: string | undefined): Promise<AuthContext> {
+async function identify(keys: KeyCache, header: string | undefined): Promise<AuthContext> {
   {
     if (!header) throw new AppError('platform_api_key_missing');
     const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -32,7 +58,7 @@ async function identify(db: Knex, header: string | undefined): Promise<AuthConte
     const secret = m[1] as string;
     const presented = digestSecret(secret);
     const lookupId = parseKeySecret(secret);
-    const key = lookupId ? await findApiKeyByLookupId(db, lookupId) : null;
+    const key = lookupId ? await keys.find(lookupId) : null;
     if (!key || !digestsEqual(presented, key.digest)) throw new AppError('platform_api_key_invalid');
     if (key.revokedAt) throw new AppError('platform_api_key_revoked');
     if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) throw new AppError('platform_api_key_expired');

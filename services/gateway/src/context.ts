@@ -5,7 +5,9 @@ import type { Role, Scope } from '@tes/core';
 import type { Logger, Metrics } from '@tes/observability';
 import type { ObjectStore } from '@tes/storage';
 import type { OutboxDispatcher } from '@tes/messaging';
+import type { KeyCache } from './auth';
 import type { SettingsCache } from './settings-cache';
+import type { UsageCounter } from './usage-counter';
 
 export interface GatewayDeps {
   config: Config;
@@ -14,6 +16,8 @@ export interface GatewayDeps {
   store: ObjectStore;
   dispatcher: OutboxDispatcher;
   settings: SettingsCache;
+  keys: KeyCache;
+  usage: UsageCounter;
   logger: Logger;
   metrics: Metrics;
   /** Broker routing key for a tool category (queue executions.<category>). */

@@ -8,6 +8,8 @@ import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/o
 import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
 import { SettingsCache } from './settings-cache';
+import { KeyCache } from './auth';
+import { UsageCounter } from './usage-counter';
 
 export interface RunningGateway {
   port: number;
@@ -34,7 +36,10 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   const settings = new SettingsCache(db, config.settingsCacheTtlMs);
   await settings.get(); // fails fast when the database is unreachable or unmigrated
 
-  const app = createApp({ config, db, catalog, store, dispatcher, settings, logger, metrics, routingKeyFor: (c) => c });
+  const keys = new KeyCache(db, config.authCacheTtlMs);
+  const usage = new UsageCounter(db, logger, config.usageFlushIntervalMs);
+  usage.start();
+  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, routingKeyFor: (c) => c });
   const server = http.createServer(app);
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
@@ -68,6 +73,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
           }),
       },
       { name: 'dispatcher', stop: () => dispatcher.stop() },
+      { name: 'usage', stop: () => usage.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },
