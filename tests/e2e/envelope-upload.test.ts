@@ -69,6 +69,24 @@ it('serves the OpenAPI document without authentication', async () => {
   expect(Object.keys(res.body.paths)).toContain('/tools/{tool}');
 });
 
+it('serves an interactive reference at /docs from the same document, assets included', async () => {
+  const page = await stack.http().get('/docs');
+  expect(page.status).toBe(200);
+  expect(page.headers['content-type']).toBe('text/html; charset=utf-8');
+  expect(page.headers['cache-control']).toBe('no-store');
+  expect(page.text).toContain('/docs/assets/swagger-ui-bundle.js');
+  const init = await stack.http().get('/docs/init.js');
+  expect(init.text).toContain("url: '/openapi.json'");
+  const bundle = await stack.http().get('/docs/assets/swagger-ui-bundle.js');
+  expect(bundle.status).toBe(200);
+  expect(bundle.headers['cache-control']).toBe('no-store');
+  const missing = await stack.http().get('/docs/assets/nope.js');
+  expect(missing.status).toBe(404);
+  expect(missing.body.error.message).toBe('route_not_found');
+  const traversal = await stack.http().get('/docs/assets/..%2f..%2fpackage.json');
+  expect(traversal.status).toBe(404);
+});
+
 it('lists executions through the project index, not a scan', async () => {
   await stack.db.raw('ANALYZE executions');
   // One connection, seq scans discouraged: the table is tiny here, and the question is

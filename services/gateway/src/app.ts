@@ -66,6 +66,16 @@ export function createApp(deps: GatewayDeps): express.Express {
     res.type('application/json; charset=utf-8').send(openapi);
   });
 
+  // Interactive API reference from the same document, with its assets served locally (no CDN).
+  app.use('/docs/assets', express.static(swaggerUiAssets(), { index: false, fallthrough: false, setHeaders: (res) => res.setHeader('Cache-Control', 'no-store') }));
+  app.get('/docs', (_req: Request, res: Response) => {
+    res.type('text/html; charset=utf-8').send(DOCS_PAGE);
+  });
+  // the initializer is a file of its own so the page needs no inline script
+  app.get('/docs/init.js', (_req: Request, res: Response) => {
+    res.type('application/javascript; charset=utf-8').send(DOCS_INIT);
+  });
+
   const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute);
   app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
     deps.usage.count((res.locals.auth as AuthContext).projectId);
@@ -115,6 +125,8 @@ function toAppError(err: unknown): AppError {
   }
   const status = e?.status ?? e?.statusCode;
   if (status === 400) return new AppError('invalid_request');
+  // static files (the docs' assets): missing or refused paths are simply not routes
+  if (status === 403 || status === 404 || status === 405) return new AppError('route_not_found');
   return new AppError('internal_error');
 }
 
@@ -126,3 +138,33 @@ function loadOpenApiDocument(): string | undefined {
     return undefined;
   }
 }
+
+function swaggerUiAssets(): string {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('swagger-ui-dist') as { getAbsoluteFSPath(): string }).getAbsoluteFSPath();
+}
+
+const DOCS_PAGE = `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <title>Tool Execution Service API</title>
+  <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+</head>
+<body>
+  <div id="swagger-ui"></div>
+  <script src="/docs/assets/swagger-ui-bundle.js"></script>
+  <script src="/docs/assets/swagger-ui-standalone-preset.js"></script>
+  <script src="/docs/init.js"></script>
+</body>
+</html>
+`;
+
+const DOCS_INIT = `window.ui = SwaggerUIBundle({
+  url: '/openapi.json',
+  dom_id: '#swagger-ui',
+  presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
+  layout: 'StandaloneLayout',
+  persistAuthorization: false,
+});
+`;
