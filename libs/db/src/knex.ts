@@ -77,3 +77,9 @@ export async function ensureDatabase(url: string): Promise<boolean> {
     await admin.end();
   }
 }
+
+/** Readiness: the pool can run a statement. */
+export async function pingDb(db: Db): Promise<boolean> {
+  await db.raw('SELECT 1');
+  return true;
+}

@@ -6,8 +6,8 @@ export interface HealthServerOptions {
   port: number;
   host?: string;
   registry: Registry;
-  /** Resolves true when the process can do its work (dependencies reachable). */
-  ready: () => Promise<boolean> | boolean;
+  /** Each resolves true when a dependency the process needs is reachable; ready = all true. */
+  checks: Array<() => Promise<boolean> | boolean>;
 }
 
 /**
@@ -41,7 +41,8 @@ export class HealthServer {
         res.writeHead(200, { 'Content-Type': 'application/json' });
         res.end('{"status":"ok"}');
       } else if (req.url === '/readyz') {
-        const ok = await this.options.ready();
+        let ok = true;
+        for (const check of this.options.checks) ok = ok && (await check());
         res.writeHead(ok ? 200 : 503, { 'Content-Type': 'application/json' });
         res.end(JSON.stringify({ status: ok ? 'ready' : 'not_ready' }));
       } else {

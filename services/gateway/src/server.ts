@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb, markOutboxPublished } from '@tes/db';
+import { createDb, markOutboxPublished, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
@@ -51,11 +51,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    ready: async () => {
-      if (!amqp.connected) return false;
-      await db.raw('SELECT 1');
-      return true;
-    },
+    checks: [() => amqp.connected, () => pingDb(db)],
   });
   const metricsPort = await health.start();
   logger.info('gateway.started', { port, metricsPort });

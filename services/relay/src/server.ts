@@ -1,6 +1,6 @@
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb } from '@tes/db';
+import { createDb, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
@@ -51,11 +51,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    ready: async () => {
-      if (!amqp.connected) return false;
-      await db.raw('SELECT 1');
-      return true;
-    },
+    checks: [() => amqp.connected, () => pingDb(db)],
   });
   const metricsPort = await health.start();
   logger.info('relay.started', { intervalMs: config.outboxSweepIntervalMs, metricsPort });

@@ -1,6 +1,6 @@
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb, markOutboxPublished, reportCapabilities } from '@tes/db';
+import { createDb, markOutboxPublished, reportCapabilities, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
@@ -72,11 +72,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    ready: async () => {
-      if (!amqp.connected) return false;
-      await db.raw('SELECT 1');
-      return true;
-    },
+    checks: [() => amqp.connected, () => pingDb(db)],
   });
   const metricsPort = await health.start();
   const queues = categories.map((c) => names.queueFor(c));
