@@ -1,0 +1,210 @@
+import type { Execution } from './types';
+
+/**
+ * Every `error.message` code the API answers with (api-contract.md, "Error codes").
+ * A test checks this list against every code services/gateway/openapi.json documents, so
+ * a new code cannot reach callers unnamed.
+ */
+export const ERROR_CODES = [
+  'invalid_json', 'invalid_request', 'invalid_arguments', 'tool_mismatch',
+  'idempotency_key_required', 'idempotency_key_invalid', 'unsupported_media_type',
+  'invalid_base64', 'file_content_mismatch', 'file_too_large', 'file_not_found',
+  'request_too_large',
+  'price_version_mismatch', 'maximum_charge_insufficient', 'execution_not_cancellable',
+  'platform_api_key_missing', 'platform_api_key_invalid', 'platform_api_key_expired',
+  'platform_api_key_revoked',
+  'platform_api_key_scope_required', 'platform_project_permission_required',
+  'execution_cancel_not_allowed',
+  'route_not_found', 'tool_not_found', 'tool_unavailable', 'model_unavailable',
+  'execution_not_found', 'artifact_not_found', 'artifact_expired',
+  'idempotency_key_reused',
+  'rate_limit_exceeded', 'insufficient_balance', 'monthly_cap_exceeded',
+  'internal_error',
+  'execution_disabled', 'service_unavailable',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** Base of everything this package throws; `code` is stable and snake_case. */
+export class TesError extends Error {
+  readonly code: string;
+  /** Set by run() on errors after the submit was accepted: that execution exists and may be charged. */
+  executionId: string | undefined;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+export interface ApiErrorInit {
+  /** HTTP status of the response. */
+  status: number;
+  /** `error.status` of the envelope, e.g. RESOURCE_EXHAUSTED (empty for a non-JSON answer). */
+  errorStatus: string;
+  /** `error.message`: the stable code. */
+  code: string;
+  details: Record<string, unknown> | undefined;
+  requestId: string | undefined;
+  retryAfterSeconds: number | undefined;
+}
+
+/**
+ * An error answer of the API. The message names the code, the HTTP status and the request
+ * id only: never the API key, a request body or a download URL.
+ */
+export class TesApiError extends TesError {
+  override readonly code: ErrorCode | (string & {});
+  readonly status: number;
+  readonly errorStatus: string;
+  readonly details: Record<string, unknown> | undefined;
+  readonly requestId: string | undefined;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(init: ApiErrorInit) {
+    super(init.code, `${init.code} (HTTP ${init.status}${init.requestId ? `, request ${init.requestId}` : ''})`);
+    this.code = init.code;
+    this.status = init.status;
+    this.errorStatus = init.errorStatus;
+    this.details = init.details;
+    this.requestId = init.requestId;
+    this.retryAfterSeconds = init.retryAfterSeconds;
+  }
+
+  /** Whether sending the same request again can succeed (5xx other than execution_disabled). */
+  get retryable(): boolean {
+    return this.status >= 500 && this.code !== 'execution_disabled';
+  }
+}
+
+/** 400/413 INVALID_ARGUMENT: fix the request (details.errors lists schema problems). */
+export class InvalidRequestError extends TesApiError {}
+/** 400 FAILED_PRECONDITION. */
+export class FailedPreconditionError extends TesApiError {}
+/** The price list changed since the quote: quote again (details.currentPriceVersion). */
+export class PriceVersionMismatchError extends FailedPreconditionError {}
+/** maximumChargeMicros is below the current quote (details.requiredMaximumChargeMicros). */
+export class MaximumChargeInsufficientError extends FailedPreconditionError {}
+/** 401: missing, invalid, expired or revoked key. */
+export class AuthenticationError extends TesApiError {}
+/** 403: missing scope (details.requiredScope) or project permission. */
+export class PermissionDeniedError extends TesApiError {}
+/** 404: unknown route, tool, execution or artifact, or an unavailable tool or model. */
+export class NotFoundError extends TesApiError {}
+/** 409: the idempotency key was used with another body or by another key of the project. */
+export class IdempotencyConflictError extends TesApiError {}
+/** 429 for the request rate: may be retried after `retryAfterSeconds`. */
+export class RateLimitedError extends TesApiError {}
+/** 429 money refusal: not enough available balance. Retrying cannot help; never retried. */
+export class InsufficientBalanceError extends TesApiError {}
+/** 429 money refusal: the monthly cap would be exceeded. Retrying cannot help; never retried. */
+export class MonthlyCapExceededError extends TesApiError {}
+/** 500. */
+export class InternalServerError extends TesApiError {}
+/** 503 (and other 5xx): temporarily unavailable. */
+export class ServiceUnavailableError extends TesApiError {}
+/** 503 execution_disabled: execution is switched off catalog-wide; nothing was reserved. */
+export class ExecutionDisabledError extends ServiceUnavailableError {}
+
+/** The request never got an HTTP answer (connection refused or lost, DNS, TLS), after retries. */
+export class TesNetworkError extends TesError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('network_error', message, options);
+  }
+}
+
+/** run() ended on a status other than succeeded; `execution` tells what was charged. */
+export class ExecutionUnsuccessfulError extends TesError {
+  readonly execution: Execution;
+  constructor(execution: Execution) {
+    const code = execution.status === 'failed' ? (execution.errorCode ?? 'execution_failed') : `execution_${execution.status}`;
+    super(code, `execution ${execution.id} ended ${execution.status}${execution.errorCode ? ` (${execution.errorCode})` : ''}, charged ${execution.chargedMicros} micros`);
+    this.execution = execution;
+  }
+}
+
+/** Downloaded bytes do not match the artifact's size or sha256. */
+export class ArtifactIntegrityError extends TesError {
+  constructor(message: string) {
+    super('artifact_integrity', message);
+  }
+}
+
+/** The quote is above the maximum the caller allowed for run(); nothing was submitted. */
+export class QuoteAboveMaximumError extends TesError {
+  readonly quotedMaximumMicros: number;
+  readonly allowedMaximumMicros: number;
+  constructor(quoted: number, allowed: number) {
+    super('quote_above_maximum', `the quote's maximum ${quoted} micros is above the allowed ${allowed} micros; nothing was submitted`);
+    this.quotedMaximumMicros = quoted;
+    this.allowedMaximumMicros = allowed;
+  }
+}
+
+/**
+ * The caller's AbortSignal fired. When it fired after the submit was accepted the
+ * execution goes on (and may be charged): `executionId` says which one to poll or cancel.
+ */
+export class TesAbortError extends TesError {
+  constructor(executionId: string | undefined, cause: unknown) {
+    super('aborted', executionId ? `aborted while waiting for ${executionId}; the execution continues on the server` : 'aborted', { cause });
+    this.executionId = executionId;
+  }
+}
+
+type ApiErrorClass = new (init: ApiErrorInit) => TesApiError;
+
+const BY_CODE: Partial<Record<string, ApiErrorClass>> = {
+  price_version_mismatch: PriceVersionMismatchError,
+  maximum_charge_insufficient: MaximumChargeInsufficientError,
+  idempotency_key_reused: IdempotencyConflictError,
+  rate_limit_exceeded: RateLimitedError,
+  insufficient_balance: InsufficientBalanceError,
+  monthly_cap_exceeded: MonthlyCapExceededError,
+  execution_disabled: ExecutionDisabledError,
+};
+
+function classFor(status: number, errorStatus: string, code: string): ApiErrorClass {
+  const exact = BY_CODE[code];
+  if (exact) return exact;
+  if (status === 400 && errorStatus === 'FAILED_PRECONDITION') return FailedPreconditionError;
+  if (status === 400 || status === 413) return InvalidRequestError;
+  if (status === 401) return AuthenticationError;
+  if (status === 403) return PermissionDeniedError;
+  if (status === 404) return NotFoundError;
+  if (status === 409) return IdempotencyConflictError;
+  if (status === 500) return InternalServerError;
+  if (status > 500) return ServiceUnavailableError;
+  return TesApiError;
+}
+
+/** Seconds from a Retry-After header (delta-seconds or an HTTP date); undefined when absent or bad. */
+export function parseRetryAfter(value: string | null | undefined, now = Date.now()): number | undefined {
+  if (value === null || value === undefined || value.trim() === '') return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000));
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The typed error for an HTTP error answer. A body that is not the API's envelope (a proxy's
+ * HTML page, say) still gives a TesApiError, with the code `http_<status>`.
+ */
+export function errorFromResponse(status: number, body: unknown, headers: { get(name: string): string | null }): TesApiError {
+  const envelope = isRecord(body) && isRecord(body.error) ? body.error : undefined;
+  const code = typeof envelope?.message === 'string' ? envelope.message : `http_${status}`;
+  const errorStatus = typeof envelope?.status === 'string' ? envelope.status : '';
+  const init: ApiErrorInit = {
+    status,
+    errorStatus,
+    code,
+    details: isRecord(envelope?.details) ? envelope.details : undefined,
+    requestId: headers.get('x-request-id') ?? undefined,
+    retryAfterSeconds: parseRetryAfter(headers.get('retry-after')),
+  };
+  return new (classFor(status, errorStatus, code))(init);
+}

@@ -1,0 +1,10 @@
+export { TesClient, CLIENT_VERSION, DEFAULT_BASE_URL, DEFAULT_POLL_INTERVAL_MS } from './client';
+export type { TesClientOptions, SubmitOptions, SubmitResult } from './client';
+export type { RunOptions, RunResult, RunArtifact } from './run';
+export { DEFAULT_RETRY } from './http';
+export type { FetchLike, RetryOptions } from './http';
+export * from './errors';
+export * from './types';
+export { newIdempotencyKey, isValidIdempotencyKey, IDEMPOTENCY_KEY_PATTERN } from './idempotency';
+export { detectMimeType, UPLOAD_MIME_TYPES } from './media';
+export type { paths, components, operations } from './schema';

@@ -1,0 +1,33 @@
+import type { components, operations } from './schema';
+
+/**
+ * Names for the generated OpenAPI types (schema.ts is written by `npm run generate:client`
+ * from services/gateway/openapi.json; never edit it by hand).
+ */
+type Schemas = components['schemas'];
+
+export type Catalog = Schemas['Catalog'];
+export type Tool = Schemas['Tool'];
+export type Quote = Schemas['Quote'];
+export type SubmitRequest = Schemas['SubmitRequest'];
+export type Execution = Schemas['Execution'];
+export type ExecutionStatus = Schemas['ExecutionStatus'];
+export type ExecutionList = Schemas['ExecutionList'];
+export type Artifact = Schemas['Artifact'];
+export type Progress = Schemas['Progress'];
+export type Step = Schemas['Step'];
+export type UploadedFile = Schemas['UploadedFile'];
+export type Download = Schemas['Download'];
+export type Project = Schemas['Project'];
+export type Usage = Schemas['Usage'];
+export type ExecutionQuery = NonNullable<operations['listExecutions']['parameters']['query']>;
+
+/** Tool arguments: any JSON object valid against the tool's inputSchema. */
+export type ToolArguments = Record<string, unknown>;
+
+/** States after which an execution does not change by itself (needs_review waits for an operator). */
+export const FINAL_STATUSES: readonly ExecutionStatus[] = ['succeeded', 'failed', 'cancelled', 'needs_review'];
+
+export function isFinal(status: ExecutionStatus): boolean {
+  return FINAL_STATUSES.includes(status);
+}

@@ -1,0 +1,219 @@
+import { createHash } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadOpenApi, OpenApiValidator } from '@tes/testing';
+import { projectBalance, startStack, type TestStack } from '../../../tests/stack';
+import {
+  InsufficientBalanceError, InvalidRequestError, MonthlyCapExceededError, NotFoundError, TesAbortError, TesClient,
+  isValidIdempotencyKey, type Execution, type FetchLike,
+} from '../src';
+
+/**
+ * The SDK against the real stack (gateway, worker and relay on PostgreSQL, RabbitMQ and S3):
+ * every answer the client receives from the API is validated against openapi.json, and
+ * every request is recorded so the tests can count sends.
+ */
+let stack: TestStack;
+let dir: string;
+const validator = new OpenApiValidator(loadOpenApi());
+const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+interface Sent {
+  method: string;
+  path: string;
+  status: number | 'lost';
+  idempotencyKey: string | undefined;
+  body: string | undefined;
+}
+
+/**
+ * A recording fetch. `loseAnswer` decides, per send, to throw away an answer that did
+ * arrive (the request was applied on the server, but the caller sees a network error).
+ */
+function recordingFetch(loseAnswer: (s: Sent) => boolean = () => false): { fetch: FetchLike; sent: Sent[] } {
+  const sent: Sent[] = [];
+  const wrapped: FetchLike = async (input, init) => {
+    const url = new URL(input);
+    const res = await fetch(input, init);
+    const headers = new Headers(init.headers);
+    const s: Sent = { method: init.method ?? 'GET', path: url.pathname + url.search, status: res.status, idempotencyKey: headers.get('idempotency-key') ?? undefined, body: init.body as string | undefined };
+    sent.push(s);
+    if (!input.startsWith(stack.baseUrl)) return res; // a presigned object-storage URL
+    const text = await res.text();
+    validator.assertValid(s.method, s.path, res.status, Object.fromEntries(res.headers), text ? JSON.parse(text) : undefined);
+    if (loseAnswer(s)) {
+      s.status = 'lost';
+      throw new TypeError('fetch failed', { cause: new Error('socket hang up (simulated after the answer arrived)') });
+    }
+    return new Response(text, { status: res.status, headers: res.headers });
+  };
+  return { fetch: wrapped, sent };
+}
+
+function client(secret: string, fetchFn?: FetchLike): TesClient {
+  return new TesClient({ apiKey: secret, baseUrl: stack.baseUrl, pollIntervalMs: 200, retry: { baseDelayMs: 50 }, ...(fetchFn ? { fetch: fetchFn } : {}) });
+}
+
+async function executionCount(projectId: string): Promise<number> {
+  const rows = await stack.db('executions').where({ project_id: projectId }).count<{ n: string }[]>({ n: '*' });
+  return Number(rows[0]!.n);
+}
+
+beforeAll(async () => {
+  stack = await startStack();
+  dir = await mkdtemp(join(tmpdir(), 'tes-client-'));
+});
+
+afterAll(async () => {
+  if (dir) await rm(dir, { recursive: true, force: true });
+  if (!stack) return;
+  const audit = await stack.audit();
+  await stack.stop();
+  expect(audit.problems).toEqual([]);
+  expect(audit.ok).toBe(true);
+});
+
+describe('run', () => {
+  it('test.sleep: quote, one submit with a valid generated key, polls, artifact downloaded and checked', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const { fetch: f, sent } = recordingFetch();
+    const seen: Execution[] = [];
+    const result = await client(p.secret, f).run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }, { onProgress: (e) => seen.push(e) });
+    expect(result.execution).toMatchObject({ status: 'succeeded', chargedMicros: 10, reservedMicros: 10, progress: { completedSteps: 2, totalSteps: 2 } });
+    expect(result.quote.maximumChargeMicros).toBe(10);
+    expect(result.replayed).toBe(false);
+    expect(isValidIdempotencyKey(result.idempotencyKey)).toBe(true);
+    expect(seen[0]!.id).toBe(result.execution.id);
+    expect(seen.at(-1)!.status).toBe('succeeded');
+    const submits = sent.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep');
+    expect(submits.map((s) => [s.status, s.idempotencyKey])).toEqual([[202, result.idempotencyKey]]);
+    const row = await stack.db('executions').where({ id: result.execution.id }).first();
+    expect(row.idempotency_key).toBe(result.idempotencyKey);
+
+    expect(result.artifacts).toHaveLength(1);
+    const [artifact] = result.artifacts;
+    const bytes = await artifact!.download();
+    expect(bytes.length).toBe(artifact!.sizeBytes);
+    expect(sha256(bytes)).toBe(artifact!.sha256);
+    // The object-storage request carried no API key.
+    const s3 = sent.find((s) => !s.path.startsWith('/tools'));
+    expect(s3?.status).toBe(200);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 10, reserved: 0 });
+  });
+
+  it('image.render: the PNG downloads with the sha256 the execution names; it uploads back as the same file', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const c = client(p.secret);
+    const result = await c.run('image.render', { text: 'SDK', width: 64, height: 48, format: 'png' });
+    const [png] = result.artifacts;
+    expect(png).toMatchObject({ mimeType: 'image/png', format: 'png' });
+    const bytes = await c.download(result.execution.id, png!.id);
+    expect(bytes.subarray(1, 4).toString('latin1')).toBe('PNG');
+    expect(sha256(bytes)).toBe(png!.sha256);
+    expect(result.execution.chargedMicros).toBe(result.quote.maximumChargeMicros);
+
+    const path = join(dir, 'render.png');
+    await writeFile(path, bytes);
+    const fromPath = await c.upload(path); // MIME type detected from the bytes
+    expect(fromPath).toMatchObject({ mimeType: 'image/png', format: 'png', sizeBytes: bytes.length, sha256: png!.sha256 });
+    expect(fromPath.id).toMatch(/^file_/);
+    expect((await c.upload(bytes, 'image/png')).id).toBe(fromPath.id); // same content, same id
+    const quote = await c.quote('image.transform', { fileId: fromPath.id, format: 'jpeg' });
+    expect(quote.maximumChargeMicros).toBeGreaterThan(0);
+  });
+
+  it('a lost answer to the submit: resent with the same key and body, one execution, charged once', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    let lost = 0;
+    const { fetch: f, sent } = recordingFetch((s) => s.method === 'POST' && s.path === '/tools/test.sleep' && lost++ === 0);
+    const result = await client(p.secret, f).run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 });
+    expect(result.execution.status).toBe('succeeded');
+    expect(result.replayed).toBe(true);
+    const submits = sent.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep');
+    expect(submits.map((s) => s.status)).toEqual(['lost', 202]);
+    expect(new Set(submits.map((s) => s.idempotencyKey))).toEqual(new Set([result.idempotencyKey]));
+    expect(submits[1]!.body).toBe(submits[0]!.body);
+    expect(await executionCount(p.projectId)).toBe(1);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 10, reserved: 0 });
+  });
+
+  it('insufficient balance: InsufficientBalanceError after exactly one submit, nothing reserved', async () => {
+    const p = await stack.seed({ creditMicros: 9 });
+    const { fetch: f, sent } = recordingFetch();
+    const err = await client(p.secret, f).run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InsufficientBalanceError);
+    const e = err as InsufficientBalanceError;
+    expect([e.status, e.errorStatus, e.code, e.retryable, e.retryAfterSeconds]).toEqual([429, 'RESOURCE_EXHAUSTED', 'insufficient_balance', false, undefined]);
+    expect(e.details).toMatchObject({ retryable: false });
+    expect(e.requestId).toBeTruthy();
+    expect(e.executionId).toBeUndefined();
+    expect(`${e.message} ${e.stack}`).not.toContain(p.secret);
+    expect(sent.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep')).toHaveLength(1);
+    expect(await executionCount(p.projectId)).toBe(0);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 9, reserved: 0 });
+  });
+
+  it('monthly cap: MonthlyCapExceededError after exactly one submit', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000, monthlyCapMicros: 9 });
+    const { fetch: f, sent } = recordingFetch();
+    const err = await client(p.secret, f).run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(MonthlyCapExceededError);
+    expect(sent.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep')).toHaveLength(1);
+    expect(await executionCount(p.projectId)).toBe(0);
+  });
+
+  it('an abort after the submit names the execution, which goes on and settles', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const c = client(p.secret);
+    const controller = new AbortController();
+    const err = await c
+      .run('test.sleep', { seconds: 0.2, steps: 2, costMicrosPerStep: 5 }, { signal: controller.signal, onProgress: () => controller.abort(new Error('stop')) })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TesAbortError);
+    const id = (err as TesAbortError).executionId!;
+    expect(id).toMatch(/^exe_/);
+    let e = await c.execution(id);
+    while (e.status !== 'succeeded') {
+      await new Promise((r) => setTimeout(r, 100));
+      e = await c.execution(id);
+    }
+    expect(e.chargedMicros).toBe(10);
+  });
+});
+
+describe('reads and typed errors', () => {
+  it('tools, project, usage, executions and cancel map their documents', async () => {
+    const p = await stack.seed({ creditMicros: 500_000, monthlyCapMicros: 1_000_000 });
+    const c = client(p.secret);
+    const catalog = await c.tools();
+    expect(catalog.tools.map((t) => t.name)).toEqual(expect.arrayContaining(['test.sleep', 'image.render']));
+    expect(await c.project()).toMatchObject({ project: { id: p.projectId }, balance: { availableMicros: 500_000, reservedMicros: 0 }, monthlyCapMicros: 1_000_000 });
+
+    const quote = await c.quote('test.sleep', { seconds: 0.5, steps: 3, costMicrosPerStep: 7 });
+    const { execution } = await c.submit('test.sleep', { seconds: 0.5, steps: 3, costMicrosPerStep: 7 }, { ...quote, idempotencyKey: 'sdk-cancel-0001' });
+    const cancelled = await c.cancel(execution.id);
+    expect(cancelled.id).toBe(execution.id);
+    expect(cancelled.status === 'cancelled' || cancelled.cancelRequested).toBe(true);
+
+    const page = await c.executions({ tool: 'test.sleep', limit: 5 });
+    expect(page.data.map((e) => e.id)).toEqual([execution.id]);
+    expect(page.hasMore).toBe(false);
+    const usage = await c.usage();
+    expect(usage).toMatchObject({ currency: 'usd', monthlyCapMicros: 1_000_000 });
+    expect(usage.requestCount).toBeGreaterThan(0);
+  });
+
+  it('unknown tool, bad arguments, unknown execution: typed 4xx errors, each sent once', async () => {
+    const p = await stack.seed({ creditMicros: 1_000 });
+    const { fetch: f, sent } = recordingFetch();
+    const c = client(p.secret, f);
+    await expect(c.quote('no.such.tool', {})).rejects.toMatchObject({ constructor: NotFoundError, code: 'tool_not_found', status: 404 });
+    const bad = await c.quote('test.sleep', { steps: 99 }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(InvalidRequestError);
+    expect((bad as InvalidRequestError).details?.errors).toEqual(expect.arrayContaining([expect.objectContaining({ instancePath: '/steps' })]));
+    await expect(c.execution('exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K')).rejects.toMatchObject({ code: 'execution_not_found' });
+    expect(sent).toHaveLength(3);
+    await expect(new TesClient({ apiKey: 'tes_nope', baseUrl: stack.baseUrl }).tools()).rejects.toMatchObject({ code: 'platform_api_key_invalid', status: 401 });
+  });
+});
