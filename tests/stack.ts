@@ -176,3 +176,28 @@ function validatingAgent(url: string): supertest.Agent {
   }
   return agent;
 }
+
+/**
+ * The usual prologue of an integration test file: starts a stack before the file's tests,
+ * and after them runs the ledger audit (unless `audit: false`) and stops everything. Returns
+ * a handle that forwards to the running stack.
+ */
+export function useStack(options: StackOptions & { audit?: boolean } = {}): TestStack {
+  let current: TestStack | undefined;
+  beforeAll(async () => {
+    current = await startStack(options);
+  });
+  afterAll(async () => {
+    if (!current) return;
+    const audit = options.audit === false ? undefined : await current.audit();
+    await current.stop();
+    if (audit) expect(audit.problems).toEqual([]);
+  });
+  return new Proxy({} as TestStack, {
+    get(_target, prop) {
+      if (!current) throw new Error('the stack is not started yet (use it inside tests or hooks)');
+      // the stack's methods are closures, and db is a knex function with properties: no binding
+      return (current as unknown as Record<string | symbol, unknown>)[prop];
+    },
+  });
+}

@@ -1,23 +1,12 @@
 import { AmqpClient, topologyNames } from '@tes/messaging';
 import { settleExecution } from '@tes/db';
-import { bearer, projectBalance, startStack, waitForExecution, type TestStack } from '../stack';
+import { bearer, projectBalance, waitForExecution, useStack } from '../stack';
 
 /**
  * Work nobody can finish ends with its money handled; work a stopping worker cannot
  * finish is handed to another worker, which resumes it.
  */
-let stack: TestStack;
-
-beforeAll(async () => {
-  stack = await startStack({ worker: false, env: { LEASE_TTL_MS: '1500' } });
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-});
+const stack = useStack({ worker: false, env: { LEASE_TTL_MS: '1500' } });
 
 async function submit(secret: string, key: string, args: Record<string, unknown>, max: number): Promise<string> {
   const v = (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;

@@ -1,18 +1,7 @@
-import { bearer, projectBalance, startStack, waitForExecution, type TestStack } from '../stack';
+import { bearer, projectBalance, waitForExecution, useStack } from '../stack';
 import { addKey } from '@tes/testing';
 
-let stack: TestStack;
-
-beforeAll(async () => {
-  stack = await startStack();
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-});
+const stack = useStack();
 
 async function priceVersion(secret: string): Promise<string> {
   return (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;

@@ -1,19 +1,7 @@
 import { createHash } from 'node:crypto';
-import { bearer, projectBalance, startStack, waitForExecution, type TestStack } from '../stack';
+import { bearer, projectBalance, waitForExecution, useStack } from '../stack';
 
-let stack: TestStack;
-
-beforeAll(async () => {
-  stack = await startStack();
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-  expect(audit.ok).toBe(true);
-});
+const stack = useStack();
 
 async function quote(secret: string, tool: string, args: Record<string, unknown>) {
   const res = await stack.http().post('/tools/quote').set(bearer(secret)).send({ tool, arguments: args });

@@ -1,19 +1,8 @@
 import { publishPrices, setMonthlyCap } from '@tes/db';
 import { DEFAULT_PRICE_LIST } from '@tes/catalog';
-import { bearer, startStack, waitForExecution, type TestStack } from '../stack';
+import { bearer, waitForExecution, useStack } from '../stack';
 
-let stack: TestStack;
-
-beforeAll(async () => {
-  stack = await startStack();
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-});
+const stack = useStack();
 
 async function run(secret: string, key: string, args: Record<string, unknown>, max: number): Promise<string> {
   const v = (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;

@@ -1,23 +1,12 @@
 import { AmqpClient } from '@tes/messaging';
-import { bearer, projectBalance, startStack, waitForExecution, type TestStack } from '../stack';
+import { bearer, projectBalance, waitForExecution, useStack } from '../stack';
 
 /**
  * The relay's two recovery paths, provoked through the database the way a crash would
  * leave it: an outbox row never published (gateway died after commit), and a worker
  * lease that expired mid-execution (worker died or hung).
  */
-let stack: TestStack;
-
-beforeAll(async () => {
-  stack = await startStack({ env: { LEASE_TTL_MS: '1500', OUTBOX_GRACE_MS: '300' } });
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-});
+const stack = useStack({ env: { LEASE_TTL_MS: '1500', OUTBOX_GRACE_MS: '300' } });
 
 async function submit(secret: string, key: string, args: Record<string, unknown>, max: number) {
   const v = (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;
