@@ -1,0 +1,155 @@
+import path from 'node:path';
+import pg from 'pg';
+import type { Db } from '@tes/db';
+import { runLoad, type LoadResult, type LoadSpec } from './http-load';
+import { CpuMeter, RssSampler } from './meter';
+import type { BenchOptions } from './options';
+import { sleep, startNode, stopChild } from './procs';
+import type { ServiceStack } from './stack';
+
+/**
+ * B5 (end-to-end test.sleep executions/s, accept→running/succeeded latencies), its pg-boss
+ * baseline, and B6 (RSS of each service process while B5 runs).
+ *
+ * Capacity, ours and pg-boss's alike: producers submit/send as fast as they are answered
+ * with `concurrency` connections while a consumer with `concurrency` slots works; the figure
+ * is completions whose finish time falls in the last `durationSec` seconds of the load,
+ * divided by `durationSec` (the warmup before that is not counted). Timestamps are the
+ * database's own (created_at, started_at, finished_at; pg-boss's created_on/completed_on).
+ */
+export interface E2eResult {
+  perSec: number;
+  load: LoadResult;
+  failed: number;
+  /** Messages of B3/B4's submits dropped before B5 (no worker ran during those). */
+  stalePurged: number;
+  /** Messages dropped after the capacity phase because its backlog did not drain in time. */
+  backlogPurged: number;
+  half?: { rate: number; load: LoadResult; n: number; unfinished: number; runP50: number; runP99: number; doneP50: number; doneP99: number };
+  rss: Record<string, { peakMb: number; meanMb: number }>;
+  cpu: Record<string, number>;
+  halfCpu?: Record<string, number>;
+}
+
+async function dbNow(db: Db): Promise<Date> {
+  const r = await db.raw<{ rows: { t: Date }[] }>('SELECT clock_timestamp() AS t');
+  return r.rows[0]!.t;
+}
+
+/** Waits (bounded) until no execution accepted since `since` is queued or running; returns how many still are. */
+async function drain(db: Db, since: Date, limitSec: number): Promise<number> {
+  const until = Date.now() + limitSec * 1000;
+  for (;;) {
+    const r = await db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('queued', 'running') AND created_at >= ?`, [since]);
+    const n = Number(r.rows[0]!.n);
+    if (n === 0 || Date.now() > until) return n;
+    await sleep(250);
+  }
+}
+
+export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>, o: BenchOptions, logDir: string, meter: CpuMeter): Promise<E2eResult> {
+  // B3/B4's submits, run with no worker: their messages go, their executions stay queued
+  // in this throwaway database and every query below looks only at executions since `since`.
+  const stale = await stack.purgeTestQueue();
+  const since = await dbNow(stack.db);
+  const worker = await stack.startWorker();
+  meter.label(worker.pid, 'worker');
+  const rss = new RssSampler({ gateway: stack.gateway.pid, worker: worker.pid, relay: stack.relay.pid });
+  rss.start();
+
+  meter.start();
+  const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec }, { logDir, name: 'b5-capacity', meter });
+  const t1 = await dbNow(stack.db);
+  const cpu = meter.stop();
+  const counted = await stack.db.raw<{ rows: { n: string }[] }>(
+    `SELECT count(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at > ?::timestamptz - make_interval(secs => ?) AND finished_at <= ?`,
+    [t1, o.durationSec, t1],
+  );
+  const perSec = Number(counted.rows[0]!.n) / o.durationSec;
+  let backlogPurged = 0;
+  if ((await drain(stack.db, since, o.drainLimitSec)) > 0) backlogPurged = await stack.purgeTestQueue();
+
+  const result: E2eResult = { perSec, load, failed: 0, stalePurged: stale, backlogPurged, rss: {}, cpu };
+  if (perSec >= 2) {
+    const rate = Math.max(1, Math.floor(perSec / 2));
+    meter.start();
+    const halfStart = await dbNow(stack.db);
+    const halfLoad = await runLoad(
+      { ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, overallRate: rate },
+      { logDir, name: 'b5-half', meter },
+    );
+    const halfEnd = await dbNow(stack.db);
+    result.halfCpu = meter.stop();
+    await drain(stack.db, halfStart, o.drainLimitSec);
+    // only the measured run: executions accepted in the last durationSec seconds of the load
+    const q = await stack.db.raw<{ rows: Record<string, string | null>[] }>(
+      `SELECT count(*) AS n,
+              count(*) FILTER (WHERE finished_at IS NULL) AS unfinished,
+              percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at) * 1000) AS run50,
+              percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at) * 1000) AS run99,
+              percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at) * 1000) AS done50,
+              percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at) * 1000) AS done99
+         FROM executions
+        WHERE created_at > greatest(?::timestamptz, ?::timestamptz - make_interval(secs => ?)) AND created_at <= ?`,
+      [halfStart, halfEnd, o.durationSec, halfEnd],
+    );
+    const row = q.rows[0]!;
+    result.half = {
+      rate,
+      load: halfLoad,
+      n: Number(row.n),
+      unfinished: Number(row.unfinished),
+      runP50: Number(row.run50),
+      runP99: Number(row.run99),
+      doneP50: Number(row.done50),
+      doneP99: Number(row.done99),
+    };
+  }
+  result.rss = rss.stop();
+  const failed = await stack.db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('failed', 'needs_review') AND created_at >= ?`, [since]);
+  result.failed = Number(failed.rows[0]!.n);
+  await stack.stopWorker();
+  return result;
+}
+
+export interface PgBossResult {
+  perSec: number;
+  sent: number;
+  completed: number;
+  cpu: Record<string, number>;
+}
+
+/** pg-boss send → work → complete on the same Postgres (the scratch database, schema pgboss). */
+export async function runPgBoss(databaseUrl: string, o: BenchOptions, logDir: string, meter: CpuMeter): Promise<PgBossResult> {
+  const script = path.join(__dirname, 'pgboss-child.js');
+  const queue = 'bench-executions';
+  const env = { DATABASE_URL: databaseUrl, BENCH_QUEUE: queue, BENCH_CONCURRENCY: String(o.concurrency) };
+  const setup = startNode('pgboss-setup', script, { args: ['setup'], env, logDir, capture: true });
+  if ((await setup.exited).code !== 0) throw new Error(`pg-boss setup failed; see ${setup.logFile}`);
+
+  const work = startNode('pgboss-work', script, { args: ['work'], env: { ...env, BENCH_SECONDS: '600' }, logDir, capture: true });
+  meter.label(work.pid, 'pgboss-work');
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    meter.start();
+    const send = startNode('pgboss-send', script, { args: ['send'], env: { ...env, BENCH_SECONDS: String(o.warmupSec + o.durationSec) }, logDir, capture: true });
+    meter.label(send.pid, 'pgboss-send');
+    const sendExit = await send.exited;
+    const t1 = (await c.query<{ t: Date }>('SELECT clock_timestamp() AS t')).rows[0]!.t;
+    const cpu = meter.stop();
+    if (sendExit.code !== 0) throw new Error(`pg-boss send failed; see ${send.logFile}`);
+    const n = await c.query<{ n: string }>(
+      `SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'
+          AND completed_on > $2::timestamptz - make_interval(secs => $3) AND completed_on <= $2`,
+      [queue, t1, o.durationSec],
+    );
+    await stopChild(work);
+    const sent = Number(JSON.parse(send.stdout().trim() || '{}').sent ?? 0);
+    const completed = Number(JSON.parse(work.stdout().trim() || '{}').completed ?? 0);
+    return { perSec: Number(n.rows[0]!.n) / o.durationSec, sent, completed, cpu };
+  } finally {
+    await stopChild(work);
+    await c.end();
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * The HTTP load generator: autocannon's programmatic API in a process of its own (so its
+ * CPU is not the harness's, and the harness's embedded S3 is not slowed by it). Reads a
+ * LoadSpec from BENCH_LOAD_SPEC, runs a warmup and then the measured run, prints one JSON
+ * line (LoadResult) on stdout. Targets only 127.0.0.1; bounded by duration.
+ */
+import { randomBytes } from 'node:crypto';
+import type { LoadResult, LoadSpec } from './http-load';
+
+// autocannon ships no types; only what is used here is declared.
+interface AutocannonRequest {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
+interface AutocannonResult {
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  requests: { total: number; average: number };
+  latency: { p50: number; p90: number; p99: number; max: number; average: number };
+  statusCodeStats: Record<string, { count: number }>;
+}
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const autocannon = require('autocannon') as (opts: Record<string, unknown>) => Promise<AutocannonResult>;
+
+const spec = JSON.parse(process.env.BENCH_LOAD_SPEC ?? 'null') as LoadSpec | null;
+if (!spec) throw new Error('BENCH_LOAD_SPEC is required');
+const url = new URL(spec.url);
+if (url.hostname !== '127.0.0.1') throw new Error(`load targets 127.0.0.1 only, got ${url.hostname}`);
+
+const MAX_PER_SEC = 100_000;
+// Backstop: whatever happens, this process ends shortly after its planned run.
+setTimeout(() => process.exit(3), (spec.warmupSec + spec.durationSec + 30) * 1000).unref();
+
+// Unique across processes and runs: a random prefix and a counter.
+const runId = randomBytes(6).toString('hex');
+let counter = 0;
+
+function buildRequest(req: AutocannonRequest): AutocannonRequest {
+  const target = spec!.targets[counter % spec!.targets.length]!;
+  counter += 1;
+  const headers: Record<string, string> = { ...spec!.headers, authorization: `Bearer ${target.secret}` };
+  if (spec!.idempotent) headers['idempotency-key'] = `bench-${runId}-${counter}`;
+  if (spec!.body !== undefined) headers['content-type'] = 'application/json';
+  return { ...req, method: spec!.method, path: target.path, headers, body: spec!.body };
+}
+
+async function once(durationSec: number, overallRate?: number): Promise<AutocannonResult> {
+  return autocannon({
+    url: spec!.url,
+    connections: spec!.connections,
+    duration: durationSec,
+    pipelining: 1,
+    timeout: 10,
+    // bounded in count as well as time: far above what this machine can answer, so it
+    // never ends a run early, but a runaway loop stops
+    maxOverallRequests: durationSec * MAX_PER_SEC,
+    ...(overallRate ? { overallRate } : {}),
+    requests: [{ setupRequest: buildRequest }],
+  });
+}
+
+async function main(): Promise<void> {
+  if (spec!.warmupSec > 0) await once(spec!.warmupSec, spec!.overallRate);
+  const r = await once(spec!.durationSec, spec!.overallRate);
+  const byStatus: Record<string, number> = {};
+  for (const [code, s] of Object.entries(r.statusCodeStats ?? {})) byStatus[code] = s.count;
+  const ok = Object.entries(byStatus)
+    .filter(([code]) => code.startsWith('2'))
+    .reduce((a, [, n]) => a + n, 0);
+  const result: LoadResult = {
+    durationSec: r.duration,
+    total: r.requests.total,
+    okPerSec: ok / r.duration,
+    byStatus,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    latencyMs: { p50: r.latency.p50, p90: r.latency.p90, p99: r.latency.p99, max: r.latency.max, mean: r.latency.average },
+  };
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+process.once('SIGTERM', () => process.exit(143));
+main().catch((err) => {
+  process.stderr.write(`load: ${(err as Error).stack}\n`);
+  process.exit(1);
+});

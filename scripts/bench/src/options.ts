@@ -1,0 +1,75 @@
+/**
+ * Run settings. Every load loop is bounded by these durations (and the drain limits), so a
+ * run always ends by itself: `--quick` in under 3 minutes, the full run in under 15.
+ */
+export interface BenchOptions {
+  quick: boolean;
+  /** Seconds of load before each measured run (JIT, pools, caches), not counted. */
+  warmupSec: number;
+  /** Seconds of each measured HTTP run and of each pgbench / pg-boss run. */
+  durationSec: number;
+  /** autocannon connections for B1–B4 and their baselines. */
+  connections: number;
+  /** Projects (each with one key) that the spread benchmarks rotate over. */
+  projects: number;
+  /** Keys on the one hot project of B4 (the per-key limiter row must not be the hot row). */
+  hotKeys: number;
+  /**
+   * B5: worker concurrency for the test category, and the same number of submitting
+   * connections, pg-boss senders and pg-boss workers ("the same concurrency").
+   */
+  concurrency: number;
+  /** pgbench clients: the gateway's database pool size, so both get the same parallelism. */
+  pgbenchClients: number;
+  /** Longest wait for queued executions / jobs to finish after a B5 phase. */
+  drainLimitSec: number;
+  /** Which benchmarks to run (all by default): --only=b1,b3 for development. */
+  only: Set<string>;
+}
+
+export const DB_POOL_MAX = 10;
+export const RATE_LIMIT_PER_MINUTE = 10_000_000;
+
+const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5] [--connections=N] [--concurrency=N]
+
+Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
+own, measures B1-B6 next to baselines run in the same process tree on this machine, prints a
+table and ends with one JSON line of named figures. See scripts/bench/README.md.`;
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const flags = new Map<string, string>();
+  for (const arg of argv) {
+    if (arg === '--help' || arg === '-h') {
+      process.stdout.write(`${HELP}\n`);
+      process.exit(0);
+    }
+    const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
+    if (!m) throw new Error(`unknown argument "${arg}" (try --help)`);
+    flags.set(m[1] as string, m[2] ?? 'true');
+  }
+  const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects'];
+  for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
+  const quick = flags.get('quick') === 'true';
+  const int = (name: string, fallback: number, min: number, max: number): number => {
+    const raw = flags.get(name);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be a whole number from ${min} to ${max}`);
+    return n;
+  };
+  const all = ['b1', 'b2', 'b3', 'b4', 'b5'];
+  const only = new Set((flags.get('only') ?? all.join(',')).split(',').map((s) => s.trim().toLowerCase()));
+  for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}; got "${o}"`);
+  return {
+    quick,
+    warmupSec: quick ? 1 : 3,
+    durationSec: int('duration', quick ? 4 : 15, 1, 120),
+    connections: int('connections', 32, 1, 512),
+    projects: int('projects', quick ? 100 : 400, 1, 10_000),
+    hotKeys: 32,
+    concurrency: int('concurrency', 8, 1, 256),
+    pgbenchClients: DB_POOL_MAX,
+    drainLimitSec: quick ? 15 : 60,
+    only,
+  };
+}

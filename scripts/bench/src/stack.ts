@@ -1,0 +1,136 @@
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import amqp from 'amqplib';
+import { Catalog } from '@tes/catalog';
+import { createDb, type Db } from '@tes/db';
+import { deleteTopology, topologyNames } from '@tes/messaging';
+import { ObjectStore } from '@tes/storage';
+import { createTestDatabase, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { DB_POOL_MAX, RATE_LIMIT_PER_MINUTE } from './options';
+import { freePort, startNode, stopChild, waitHttpOk, type Child } from './procs';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const AMQP_URL = process.env.BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+
+/**
+ * The service under test as production runs it: gateway, relay and worker from their
+ * compiled dist/main.js, each a child process with NODE_ENV=production, on a database,
+ * queue prefix and bucket of this run. S3 (s3rver) runs inside the harness process.
+ */
+export class ServiceStack {
+  readonly id = randomBytes(4).toString('hex');
+  readonly prefix = `bench.${this.id}.`;
+  db!: Db;
+  baseUrl = '';
+  gateway!: Child;
+  relay!: Child;
+  worker: Child | undefined;
+  private database: TestDatabase | undefined;
+  private s3: EmbeddedS3 | undefined;
+  private env: Record<string, string> = {};
+
+  constructor(
+    private readonly logDir: string,
+    private readonly workerConcurrency: number,
+  ) {}
+
+  async start(): Promise<void> {
+    this.s3 = await startEmbeddedS3();
+    this.database = await createTestDatabase();
+    this.env = {
+      NODE_ENV: 'production',
+      DATABASE_URL: this.database.url,
+      DB_POOL_MAX: String(DB_POOL_MAX),
+      AMQP_URL,
+      AMQP_PREFIX: this.prefix,
+      S3_ENDPOINT: this.s3.endpoint,
+      S3_BUCKET: `tes-bench-${this.id}`,
+      S3_ACCESS_KEY_ID: this.s3.accessKeyId,
+      S3_SECRET_ACCESS_KEY: this.s3.secretAccessKey,
+      ENABLE_TEST_TOOLS: '1',
+      // raised, not disabled: every request still goes through the Postgres-backed limiter
+      RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT_PER_MINUTE),
+      LOG_LEVEL: 'warn',
+      WORKER_QUEUES: `test:${this.workerConcurrency}`,
+      SHUTDOWN_TIMEOUT_MS: '10000',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    };
+    const store = new ObjectStore({ ...this.s3Options(), bucket: this.env.S3_BUCKET as string });
+    await store.ensureBucket();
+    store.close();
+    this.db = createDb({ url: this.database.url, poolMax: 4, applicationName: 'tes-bench' });
+    this.gateway = await this.startService('gateway');
+    this.relay = await this.startService('relay');
+  }
+
+  private s3Options() {
+    return {
+      endpoint: this.env.S3_ENDPOINT as string,
+      publicEndpoint: this.env.S3_ENDPOINT as string,
+      region: 'us-east-1',
+      accessKeyId: this.env.S3_ACCESS_KEY_ID as string,
+      secretAccessKey: this.env.S3_SECRET_ACCESS_KEY as string,
+    };
+  }
+
+  private async startService(name: 'gateway' | 'relay' | 'worker'): Promise<Child> {
+    const port = await freePort();
+    const metricsPort = await freePort();
+    const child = startNode(name, path.join(ROOT, 'services', name, 'dist', 'main.js'), {
+      env: { ...this.env, PORT: String(port), METRICS_PORT: String(metricsPort) },
+      logDir: this.logDir,
+    });
+    await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child);
+    if (name === 'gateway') this.baseUrl = `http://127.0.0.1:${port}`;
+    return child;
+  }
+
+  async startWorker(): Promise<Child> {
+    this.worker = await this.startService('worker');
+    return this.worker;
+  }
+
+  async stopWorker(): Promise<void> {
+    if (this.worker) await stopChild(this.worker);
+    this.worker = undefined;
+  }
+
+  /** Drops every message waiting in the test queue (submits of B3/B4, which no worker ran). */
+  async purgeTestQueue(): Promise<number> {
+    return this.withChannel(async (ch) => (await ch.purgeQueue(topologyNames(this.prefix).queueFor('test'))).messageCount);
+  }
+
+  private async withChannel<T>(fn: (ch: amqp.Channel) => Promise<T>): Promise<T> {
+    const conn = await amqp.connect(AMQP_URL);
+    try {
+      const ch = await conn.createChannel();
+      const out = await fn(ch);
+      await ch.close();
+      return out;
+    } finally {
+      await conn.close();
+    }
+  }
+
+  /** Stops the services, then deletes the queues, the database and the S3 server. */
+  async stop(): Promise<void> {
+    const errors: string[] = [];
+    const attempt = async (what: string, fn: () => Promise<unknown>) => {
+      try {
+        await fn();
+      } catch (err) {
+        errors.push(`${what}: ${(err as Error).message}`);
+      }
+    };
+    await attempt('worker', () => this.stopWorker());
+    if (this.gateway) await attempt('gateway', () => stopChild(this.gateway));
+    if (this.relay) await attempt('relay', () => stopChild(this.relay));
+    if (this.db) await attempt('db pool', () => this.db.destroy());
+    await attempt('queues', () =>
+      this.withChannel((ch) => deleteTopology(ch, topologyNames(this.prefix), new Catalog({ enableTestTools: true }).categories())),
+    );
+    if (this.database) await attempt('database', () => this.database!.drop());
+    if (this.s3) await attempt('s3', () => this.s3!.stop());
+    if (errors.length) throw new Error(`cleanup: ${errors.join('; ')}`);
+  }
+}
