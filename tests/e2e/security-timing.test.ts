@@ -101,45 +101,65 @@ describe('authentication in the running gateway', () => {
     // nanoseconds, while one HTTP round trip through Express and Postgres on a loaded 2-core
     // machine varies by milliseconds: this cannot detect a non-constant-time comparison, only
     // a gross difference (say, an early return before a database read). The structural tests
-    // above are the guarantee. Medians of many interleaved samples keep it robust to noise.
+    // above are the guarantee. Robust to noise: the two kinds are sent in interleaved pairs;
+    // both the difference of the medians and the median of the per-pair differences (load
+    // drifts cancel within a pair) must stay under 2 ms; a round lost to a burst of load
+    // elsewhere is measured again, at most 3 rounds. A real 2 ms difference shows in every round.
     const first = wrongAt(key.secret, 13); // first character of the 32-character secret part
     const last = wrongAt(key.secret, key.secret.length - 1);
-    const pairs = 300;
-    const warmup = 10;
-    // Failed authentications are limited per client address (30/min), so the samples come
-    // from many loopback addresses, each staying below the limit; a 429 would end the test.
-    // Hazard: Linux answers on all of 127.0.0.0/8; macOS only on 127.0.0.1 without aliases.
-    const perAddress = Math.floor((AUTH_FAILURES_PER_MINUTE - 2) / 2);
-    const agents = new Map<string, http.Agent>();
-    const port = Number(new URL(stack.baseUrl).port);
-    const timed = (localAddress: string, secret: string) =>
-      new Promise<number>((resolve, reject) => {
-        let agent = agents.get(localAddress);
-        if (!agent) agents.set(localAddress, (agent = new http.Agent({ keepAlive: true, maxSockets: 1 })));
-        const started = process.hrtime.bigint();
-        const req = http.request({ host: '127.0.0.1', port, path: '/tools/project', localAddress, agent, headers: bearer(secret) }, (res) => {
-          res.resume();
-          res.on('end', () => (res.statusCode === 401 ? resolve(Number(process.hrtime.bigint() - started) / 1e6) : reject(new Error(`status ${res.statusCode}`))));
-        });
-        req.on('error', reject);
-        req.end();
-      });
-    const samples = { first: [] as number[], last: [] as number[] };
-    try {
-      for (let i = 0; i < warmup + pairs; i++) {
-        const address = `127.0.77.${1 + Math.floor(i / perAddress)}`;
-        // alternate which goes first, so neither benefits from a warmed connection or cache
-        const order = i % 2 === 0 ? (['first', 'last'] as const) : (['last', 'first'] as const);
-        for (const which of order) {
-          const ms = await timed(address, which === 'first' ? first : last);
-          if (i >= warmup) samples[which].push(ms);
-        }
-      }
-    } finally {
-      for (const agent of agents.values()) agent.destroy();
+    const within = (r: Awaited<ReturnType<typeof measure>>) => Math.abs(r.medianFirstMs - r.medianLastMs) < 2 && Math.abs(r.medianPairDiffMs) < 2;
+    const rounds: Awaited<ReturnType<typeof measure>>[] = [];
+    for (let round = 0; round < 3; round++) {
+      rounds.push(await measure(round, first, last, 300));
+      if (within(rounds[round]!)) break;
     }
-    const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
-    const result = { medianFirstMs: median(samples.first), medianLastMs: median(samples.last) };
-    expect({ ...result, withinTwoMs: Math.abs(result.medianFirstMs - result.medianLastMs) < 2 }).toEqual({ ...result, withinTwoMs: true });
+    expect({ rounds, withinTwoMs: within(rounds[rounds.length - 1]!) }).toEqual({ rounds, withinTwoMs: true });
   });
 });
+
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+/** `pairs` interleaved (first, last) authentications after a warmup; latencies in ms. */
+async function measure(round: number, first: string, last: string, pairs: number) {
+  const warmup = 10;
+  // Failed authentications are limited per client address (30/min), so the samples come
+  // from many loopback addresses, each staying below the limit; a 429 would end the test.
+  // Hazard: Linux answers on all of 127.0.0.0/8; macOS only on 127.0.0.1 without aliases.
+  const perAddress = Math.floor((AUTH_FAILURES_PER_MINUTE - 2) / 2);
+  const agents = new Map<string, http.Agent>();
+  const port = Number(new URL(stack.baseUrl).port);
+  const timed = (localAddress: string, secret: string) =>
+    new Promise<number>((resolve, reject) => {
+      let agent = agents.get(localAddress);
+      if (!agent) agents.set(localAddress, (agent = new http.Agent({ keepAlive: true, maxSockets: 1 })));
+      const started = process.hrtime.bigint();
+      const req = http.request({ host: '127.0.0.1', port, path: '/tools/project', localAddress, agent, headers: bearer(secret) }, (res) => {
+        res.resume();
+        res.on('end', () => (res.statusCode === 401 ? resolve(Number(process.hrtime.bigint() - started) / 1e6) : reject(new Error(`status ${res.statusCode}`))));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  const firsts: number[] = [];
+  const lasts: number[] = [];
+  try {
+    for (let i = 0; i < warmup + pairs; i++) {
+      const address = `127.0.${77 + round}.${1 + Math.floor(i / perAddress)}`;
+      // alternate which goes first, so neither benefits from a warmed connection or cache
+      const [a, b] = i % 2 === 0 ? [first, last] : [last, first];
+      const ta = await timed(address, a);
+      const tb = await timed(address, b);
+      if (i < warmup) continue;
+      firsts.push(a === first ? ta : tb);
+      lasts.push(a === first ? tb : ta);
+    }
+  } finally {
+    for (const agent of agents.values()) agent.destroy();
+  }
+  const round3 = (x: number) => Math.round(x * 1000) / 1000;
+  return {
+    medianFirstMs: round3(median(firsts)),
+    medianLastMs: round3(median(lasts)),
+    medianPairDiffMs: round3(median(firsts.map((f, i) => f - lasts[i]!))),
+  };
+}
