@@ -236,6 +236,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/docs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Interactive API reference
+         * @description An HTML page (Swagger UI) rendering this document; no authentication.
+         */
+        get: operations["getDocs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs/init.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Script of the reference page
+         * @description Initializes Swagger UI with /openapi.json.
+         */
+        get: operations["getDocsInit"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs/assets/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Static assets of the reference page
+         * @description Swagger UI files served from the gateway (no CDN). Unknown files are 404 route_not_found.
+         */
+        get: operations["getDocsAsset"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1697,6 +1757,119 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OpenApiDocument"];
+                };
+            };
+            404: components["responses"]["RouteNotFound"];
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalErrorError"];
+                };
+            };
+        };
+    };
+    getDocs: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Interactive API reference */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": unknown;
+                };
+            };
+            404: components["responses"]["RouteNotFound"];
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalErrorError"];
+                };
+            };
+        };
+    };
+    getDocsInit: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Script of the reference page */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/javascript": unknown;
+                };
+            };
+            404: components["responses"]["RouteNotFound"];
+            /** @description Unexpected failure. */
+            500: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalErrorError"];
+                };
+            };
+        };
+    };
+    getDocsAsset: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                file: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Static assets of the reference page */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "*/*": unknown;
                 };
             };
             404: components["responses"]["RouteNotFound"];
