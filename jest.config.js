@@ -6,7 +6,7 @@ const services = ['gateway', 'worker', 'relay', 'admin'];
 
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/tests'],
+  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/tests', '<rootDir>/deploy'],
   testMatch: ['**/test/**/*.test.ts', '<rootDir>/tests/**/*.test.ts'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: path.join(__dirname, 'tsconfig.test.json') }],

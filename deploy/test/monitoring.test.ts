@@ -1,0 +1,134 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { readYaml, REPO } from './kustomize';
+import { checkPromQL, metricCatalog, type MetricInfo, type Selector } from './promql';
+
+/**
+ * The Grafana dashboard and the PrometheusRule alerts: every PromQL expression names metrics,
+ * labels and functions that exist (read from libs/observability), uses counters and gauges
+ * the right way, and the required panels and alerts are there.
+ */
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+const DASHBOARD = path.join(REPO, 'deploy/grafana/tes-dashboard.json');
+const RULES = path.join(REPO, 'deploy/k8s/components/monitoring/prometheus-rules.yaml');
+let catalog: Map<string, MetricInfo>;
+let dashboard: Json;
+let rules: { alert: string; expr: string; for: string; labels: Record<string, string>; annotations: Record<string, string> }[];
+
+beforeAll(() => {
+  catalog = metricCatalog();
+  dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8'));
+  const [doc] = readYaml(RULES) as Json[];
+  expect(doc.kind).toBe('PrometheusRule');
+  rules = doc.spec.groups.flatMap((g: Json) => g.rules);
+});
+
+test('the metric catalog read from libs/observability holds the metrics this deployment relies on', () => {
+  const wanted = [
+    'tes_http_request_duration_seconds', 'tes_executions_total', 'tes_execution_duration_seconds', 'tes_settlement_duration_seconds',
+    'tes_lease_expiries_total', 'tes_outbox_published_total', 'tes_outbox_lag_seconds', 'tes_reserved_micros_outstanding',
+    'tes_needs_review_executions', 'tes_queue_depth', 'tes_queue_consumers', 'tes_ledger_audit_ok', 'tes_settled_micros_total',
+    'tes_execution_failures_total',
+  ];
+  expect(wanted.filter((m) => !catalog.has(m))).toEqual([]);
+  expect(catalog.get('tes_execution_failures_total')?.labels).toEqual(new Set(['tool', 'error_code']));
+});
+
+test('the PromQL reader rejects typos, unknown labels and misused counters and gauges', () => {
+  const problems = (e: string) => checkPromQL(e, catalog).problems;
+  expect(problems('sum by (route) (rate(tes_http_request_duration_seconds_count[5m]))')).toEqual([]);
+  expect(problems('max(tes_outbox_lag_second)')).toEqual(['unknown metric tes_outbox_lag_second']);
+  expect(problems('sum by (queue) (rate(tes_executions_total[5m]))')).toEqual(['grouping by queue, a label none of the metrics has']);
+  expect(problems('tes_executions_total{state="failed"}')[0]).toBe('tes_executions_total has no label state');
+  expect(problems('sum(tes_settled_micros_total)')).toEqual(['tes_settled_micros_total is cumulative: use it through rate() or increase()']);
+  expect(problems('rate(tes_queue_depth[5m])')).toEqual(['tes_queue_depth is a gauge: rate()/increase() of it is meaningless']);
+  expect(problems('sum(tes_reserved_micros_outstanding)')).toEqual(['tes_reserved_micros_outstanding is reported by every relay: take max()/min(), never sum()']);
+  expect(problems('histgram_quantile(0.9, rate(tes_settlement_duration_seconds_bucket[5m]))')).toEqual(['unknown function histgram_quantile()']);
+});
+
+describe('Grafana dashboard', () => {
+  const panels = (): Json[] => dashboard.panels;
+  const exprs = (): { panel: Json; expr: string }[] => panels().flatMap((p) => p.targets.map((t: Json) => ({ panel: p, expr: t.expr })));
+
+  test('has a Prometheus datasource variable, used by every panel and query', () => {
+    const vars: Json[] = dashboard.templating.list;
+    const ds = vars.find((v) => v.type === 'datasource');
+    expect(ds).toMatchObject({ name: 'datasource', query: 'prometheus' });
+    const ref = { type: 'prometheus', uid: `\${${ds.name}}` };
+    for (const p of panels()) {
+      expect([p.title, p.datasource]).toEqual([p.title, ref]);
+      for (const t of p.targets) expect([p.title, t.datasource]).toEqual([p.title, ref]);
+    }
+    for (const v of vars.filter((x) => x.type === 'query')) expect(v.datasource).toEqual(ref);
+    expect(typeof dashboard.uid).toBe('string');
+  });
+
+  test('panel ids are unique and panels do not overlap on the 24-column grid', () => {
+    const ids = panels().map((p) => p.id);
+    expect(ids.every((id) => Number.isInteger(id) && id > 0)).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    const cells = new Map<string, string>();
+    for (const p of panels()) {
+      const { x, y, w, h } = p.gridPos;
+      expect(x + w).toBeLessThanOrEqual(24);
+      for (let i = x; i < x + w; i++) {
+        for (let j = y; j < y + h; j++) {
+          const other = cells.get(`${i},${j}`);
+          expect([p.title, other]).toEqual([p.title, undefined]);
+          cells.set(`${i},${j}`, p.title);
+        }
+      }
+    }
+  });
+
+  test('every query names existing metrics and labels and filters on the namespace variable', () => {
+    const problems: string[] = [];
+    for (const { panel, expr } of exprs()) {
+      const r = checkPromQL(expr, catalog);
+      problems.push(...r.problems.map((p) => `${panel.title}: ${p}`));
+      for (const s of r.selectors) if (s.matchers.get('namespace') !== '=~$namespace') problems.push(`${panel.title}: ${s.series} is not filtered by namespace`);
+    }
+    for (const v of dashboard.templating.list.filter((x: Json) => x.type === 'query')) {
+      const m = /^label_values\((\w+),\s*(\w+)\)$/.exec(v.definition);
+      expect(m && catalog.has(m[1]!)).toBeTruthy();
+    }
+    for (const p of panels()) expect(new Set(p.targets.map((t: Json) => t.refId)).size).toBe(p.targets.length);
+    expect(problems).toEqual([]);
+  });
+
+  test('shows throughput, latency, queue depth, outbox lag, money reserved and settled, failures by code', () => {
+    const all: Selector[] = exprs().flatMap(({ expr }) => checkPromQL(expr, catalog).selectors);
+    const series = new Set(all.map((s) => s.series));
+    for (const s of [
+      'tes_http_request_duration_seconds_count', 'tes_http_request_duration_seconds_bucket', 'tes_queue_depth', 'tes_outbox_lag_seconds',
+      'tes_reserved_micros_outstanding', 'tes_settled_micros_total', 'tes_execution_failures_total', 'tes_executions_total',
+    ]) expect([s, series.has(s)]).toEqual([s, true]);
+    expect(exprs().some(({ expr }) => /by \(error_code\)/.test(expr) && expr.includes('tes_execution_failures_total'))).toBe(true);
+  });
+});
+
+describe('PrometheusRule alerts', () => {
+  test('every rule is valid PromQL with a severity, a duration, a summary and a description', () => {
+    const problems: string[] = [];
+    const names = rules.map((r) => r.alert);
+    expect(new Set(names).size).toBe(names.length);
+    for (const r of rules) {
+      problems.push(...checkPromQL(r.expr, catalog).problems.map((p) => `${r.alert}: ${p}`));
+      if (!/^\d+[smh]$/.test(r.for)) problems.push(`${r.alert}: for "${r.for}"`);
+      if (!['warning', 'critical'].includes(r.labels?.severity ?? '')) problems.push(`${r.alert}: severity ${r.labels?.severity}`);
+      if (!r.annotations?.summary || !r.annotations?.description) problems.push(`${r.alert}: summary and description required`);
+    }
+    expect(problems).toEqual([]);
+  });
+
+  test('alerts on outbox lag, queue depth growth, needs_review > 0, audit failure and the error ratio', () => {
+    const has = (re: RegExp) => rules.some((r) => re.test(r.expr.replace(/\s+/g, ' ')));
+    expect(has(/max\(tes_outbox_lag_seconds\) > \d+/)).toBe(true);
+    expect(has(/(delta|deriv|predict_linear)\(tes_queue_depth\[/)).toBe(true);
+    expect(has(/tes_needs_review_executions\) > 0/)).toBe(true);
+    expect(has(/min\(tes_ledger_audit_ok\) == 0/)).toBe(true);
+    expect(has(/status=~"5\.\."/)).toBe(true);
+  });
+});
