@@ -77,8 +77,14 @@ export function createApp(deps: GatewayDeps): express.Express {
   });
 
   const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute);
-  app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
+  app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (req: Request, res: Response, next: NextFunction) => {
     deps.usage.count((res.locals.auth as AuthContext).projectId);
+    // Text that Postgres cannot store (NUL, unpaired surrogates) is refused here, on every
+    // route, rather than failing later inside a transaction.
+    const where = unstorableText(req.body, '') ?? unstorableText(req.query, '?');
+    if (where !== undefined) {
+      throw new AppError('invalid_request', 'invalid_request', { details: { instancePath: where, message: 'text must not contain NUL characters or unpaired surrogates' } });
+    }
     next();
   });
   app.use(projectRoutes(deps));
@@ -123,6 +129,9 @@ function toAppError(err: unknown): AppError {
     default:
       break;
   }
+  // Defence in depth: text the database cannot store is the caller's input, not our failure.
+  const pg = (err as { code?: unknown } | null)?.code;
+  if (pg === '22P05' || pg === '22021') return new AppError('invalid_request');
   const status = e?.status ?? e?.statusCode;
   if (status === 400) return new AppError('invalid_request');
   // static files (the docs' assets): missing or refused paths are simply not routes
@@ -168,3 +177,25 @@ const DOCS_INIT = `window.ui = SwaggerUIBundle({
   persistAuthorization: false,
 });
 `;
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** The path of the first string (or key) holding NUL or an unpaired surrogate, if any. */
+function unstorableText(value: unknown, path: string, depth = 0): string | undefined {
+  if (depth > 64) return undefined; // bodies are at most 64 KiB (12 MiB for uploads); this bounds the walk
+  if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? path || '/' : undefined;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = unstorableText(value[i], `${path}/${i}`, depth + 1);
+      if (found !== undefined) return found;
+    }
+    return undefined;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      const found = unstorableText(k, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1) ?? unstorableText(v, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1);
+      if (found !== undefined) return found;
+    }
+  }
+  return undefined;
+}
