@@ -135,6 +135,16 @@ describe('tes', () => {
     expect(noKey.stderr).toContain('TES_API_KEY');
   });
 
+  it('an execution that fails exits 1 with its errorCode, and the JSON error carries the charged execution', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const failed = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--arg', 'failAtStep=1', '--yes', '--json'], p.secret);
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('provider_error');
+    const { error } = JSON.parse(failed.stdout) as { error: { code: string; executionId: string; execution: { status: string; chargedMicros: number } } };
+    expect(error).toMatchObject({ code: 'provider_error', executionId: expect.stringMatching(/^exe_/), execution: { status: 'failed', chargedMicros: 5 } });
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 5, reserved: 0 });
+  });
+
   it('never prints an API key', () => {
     expect(secrets.length).toBeGreaterThan(0);
     // Checked against everything the runs above printed.

@@ -1,6 +1,6 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CLIENT_VERSION, DEFAULT_BASE_URL, TesClient } from '../client';
-import { TesApiError, TesError } from '../errors';
+import { ExecutionUnsuccessfulError, TesApiError, TesError } from '../errors';
 import { UsageError } from './args';
 import * as commands from './commands';
 import type { Context, Io, Values } from './commands';
@@ -135,6 +135,7 @@ function report(err: unknown, name: string, command: Command, json: boolean, io:
       const error = {
         code: err.code, message: err.message, executionId: err.executionId,
         ...(api ? { status: api.status, errorStatus: api.errorStatus, details: api.details, requestId: api.requestId } : {}),
+        ...(err instanceof ExecutionUnsuccessfulError ? { execution: err.execution } : {}),
       };
       io.stdout.write(`${JSON.stringify({ error }, null, 2)}\n`);
     }
