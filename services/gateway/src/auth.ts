@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Knex } from 'knex';
-import { AppError, digestsEqual, digestSecret, parseKeySecret, type Scope } from '@tes/core';
+import { AppError, isAppError, digestsEqual, digestSecret, parseKeySecret, type Scope } from '@tes/core';
 import { findApiKeyByLookupId, type ApiKeyRecord } from '@tes/db';
 import { LRUCache } from 'lru-cache';
 import type { AuthContext } from './context';
@@ -43,7 +43,8 @@ export function authenticate(keys: KeyCache, limits: RequestLimits) {
     try {
       res.locals.auth = await identify(keys, req.get('authorization'));
     } catch (err) {
-      await limits.recordAuthFailure(ip);
+      // Only a refused key counts against the address; a database outage is not the caller's.
+      if (isAppError(err) && err.code.startsWith('platform_api_key_')) await limits.recordAuthFailure(ip);
       throw err;
     }
     next();

@@ -50,6 +50,8 @@ export interface EngineDeps {
   waitRoutingKeyFor: (category: string) => string;
   waitMs: number;
   providers: ProviderSetup;
+  /** Publishes a fresh message for an execution to `category`'s delay queue (confirmed). */
+  requeueLater: (message: Record<string, unknown>, category: string) => Promise<void>;
 }
 
 class LeaseLost extends Error {
@@ -83,14 +85,44 @@ export class StepEngine {
     this.shutdown.abort(new ShuttingDown());
   }
 
-  async handle(payload: unknown): Promise<Disposition> {
-    const { db, logger, workerId, leaseTtlMs } = this.deps;
+  /**
+   * Handles one message from `category`'s queue. Whatever happens, the disposition keeps the
+   * message's delivery count for what it is meant for, poison messages: work given back
+   * because of a shutdown or an infrastructure outage is re-sent as a fresh message through
+   * the delay queue (and this one acked), so a database restart or a rolling deploy never
+   * spends the delivery limit and dead-letters healthy work.
+   */
+  async handle(payload: unknown, category: string): Promise<Disposition> {
+    const { logger } = this.deps;
     const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
     if (typeof executionId !== 'string') {
       logger.error('worker.message.malformed', {});
       return 'dead';
     }
-    if (this.shutdown.signal.aborted) return 'retry';
+    const message = { executionId, projectId: (payload as { projectId?: unknown }).projectId };
+    if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
+    try {
+      return await this.handleClaimed(executionId, message, category);
+    } catch (err) {
+      if (!isConnectionError(err)) throw err;
+      logger.warn('worker.execution.deferred', { executionId, reason: 'infrastructure', err: (err as Error).message });
+      return this.later(message, category, 'infrastructure');
+    }
+  }
+
+  /** Re-sends the message through the category's delay queue; nack-requeue only if that fails. */
+  private async later(message: Record<string, unknown>, category: string, reason: string): Promise<Disposition> {
+    try {
+      await this.deps.requeueLater(message, category);
+      return 'ack';
+    } catch (err) {
+      this.deps.logger.warn('worker.execution.defer_failed', { executionId: message.executionId, reason, err: (err as Error).message });
+      return 'retry';
+    }
+  }
+
+  private async handleClaimed(executionId: string, message: Record<string, unknown>, category: string): Promise<Disposition> {
+    const { db, logger, workerId, leaseTtlMs } = this.deps;
     const execution = await claimExecution(db, executionId, workerId, leaseTtlMs);
     if (!execution) {
       // Terminal, waiting for an operator, or held by a live worker: a duplicate or
@@ -110,16 +142,13 @@ export class StepEngine {
         logger.warn('worker.execution.lease_lost', log);
         return 'ack';
       }
-      if (err instanceof ShuttingDown || this.shutdown.signal.aborted) {
+      const shuttingDown = err instanceof ShuttingDown || this.shutdown.signal.aborted;
+      if (shuttingDown || isConnectionError(err)) {
+        // Give the execution back (if the database answers; else its lease simply expires)
+        // and have it come back later; the next claim resumes after the last completed step.
         await releaseLease(db, executionId, workerId).catch(() => undefined);
-        logger.info('worker.execution.released', { ...log, reason: 'shutdown' });
-        return 'retry';
-      }
-      if (isConnectionError(err)) {
-        // Infrastructure trouble: give the execution back and let the broker redeliver.
-        await releaseLease(db, executionId, workerId).catch(() => undefined);
-        logger.warn('worker.execution.retry', { ...log, err: (err as Error).message });
-        return 'retry';
+        logger.info('worker.execution.released', { ...log, reason: shuttingDown ? 'shutdown' : 'infrastructure' });
+        return this.later(message, category, shuttingDown ? 'shutdown' : 'infrastructure');
       }
       throw err;
     } finally {

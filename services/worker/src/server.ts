@@ -47,6 +47,8 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
     dispatcher,
     waitRoutingKeyFor: (c) => names.waitRoutingKey(c),
     waitMs: config.waitRecheckMs,
+    requeueLater: (message, category) =>
+      publisher.publish(names.waitRoutingKey(category), message, { messageId: `later-${String(message.executionId)}-${Date.now()}` }),
     providers: {
       http: new ProviderHttp({ allowPrivateNetworks: config.providerAllowPrivateNetworks }),
       baseUrls: config.providerBaseUrls,
@@ -61,7 +63,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
         {
           queue: names.queueFor(category),
           concurrency: config.workerConcurrencyByQueue[category] ?? config.workerConcurrency,
-          handler: (payload) => engine.handle(payload),
+          handler: (payload) => engine.handle(payload, category),
         },
         logger,
       ),

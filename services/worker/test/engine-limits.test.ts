@@ -84,9 +84,10 @@ it('the 21st step fails the execution with step_limit_exceeded, charging the 20 
     dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
     waitRoutingKeyFor: (c) => `${c}.wait`,
     waitMs: 1_000,
+    requeueLater: async () => Promise.reject(new Error('nothing is deferred here')),
     providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
   });
-  expect(await engine.handle({ executionId: id, projectId: p.projectId })).toBe('ack');
+  expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
   const e = await getExecutionById(db, id);
   expect(e).toMatchObject({ status: 'failed', errorCode: 'step_limit_exceeded', chargedMicros: 20_000 });
   const steps = await getSteps(db, p.projectId, [id]);
