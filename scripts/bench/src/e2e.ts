@@ -25,11 +25,38 @@ export interface E2eResult {
   stalePurged: number;
   /** Messages dropped after the capacity phase because its backlog did not drain in time. */
   backlogPurged: number;
-  half?: { rate: number; load: LoadResult; n: number; unfinished: number; runP50: number; runP99: number; doneP50: number; doneP99: number };
+  half?: {
+    rate: number;
+    load: LoadResult;
+    n: number;
+    unfinished: number;
+    /** accept → broker confirmed (outbox.published_at, set after the confirm): the gateway's half of accept→running. */
+    pubP50: number;
+    pubP99: number;
+    runP50: number;
+    runP99: number;
+    doneP50: number;
+    doneP99: number;
+    /** p50/p99 of each leg, ms: confirmed→running (delivery + claim), running→step start, the step (incl. the S3 put), step end→succeeded (settle). */
+    legs: Record<string, [number, number]>;
+  };
   rss: Record<string, { peakMb: number; meanMb: number }>;
+  /** RSS of each service right after its start, before any load. */
+  startRss: Record<string, number>;
   cpu: Record<string, number>;
   halfCpu?: Record<string, number>;
 }
+
+/** The legs of accept→succeeded after the broker's confirm (names lower case: they are SQL aliases). */
+const LEGS: [string, string][] = [
+  ['delivery', 'e.started_at - o.published_at'],
+  ['tostep', 's.started_at - e.started_at'],
+  ['step', 's.finished_at - s.started_at'],
+  ['settle', 'e.finished_at - s.finished_at'],
+];
+const leg = (name: string, interval: string) =>
+  `percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ${interval}) * 1000) AS ${name}50, ` +
+  `percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM ${interval}) * 1000) AS ${name}99`;
 
 async function dbNow(db: Db): Promise<Date> {
   const r = await db.raw<{ rows: { t: Date }[] }>('SELECT clock_timestamp() AS t');
@@ -56,60 +83,70 @@ export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connectio
   meter.label(worker.pid, 'worker');
   const rss = new RssSampler({ gateway: stack.gateway.pid, worker: worker.pid, relay: stack.relay.pid });
   rss.start();
-
-  meter.start();
-  const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec }, { logDir, name: 'b5-capacity', meter });
-  const t1 = await dbNow(stack.db);
-  const cpu = meter.stop();
-  const counted = await stack.db.raw<{ rows: { n: string }[] }>(
-    `SELECT count(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at > ?::timestamptz - make_interval(secs => ?) AND finished_at <= ?`,
-    [t1, o.durationSec, t1],
-  );
-  const perSec = Number(counted.rows[0]!.n) / o.durationSec;
-  let backlogPurged = 0;
-  if ((await drain(stack.db, since, o.drainLimitSec)) > 0) backlogPurged = await stack.purgeTestQueue();
-
-  const result: E2eResult = { perSec, load, failed: 0, stalePurged: stale, backlogPurged, rss: {}, cpu };
-  if (perSec >= 2) {
-    const rate = Math.max(1, Math.floor(perSec / 2));
+  try {
     meter.start();
-    const halfStart = await dbNow(stack.db);
-    const halfLoad = await runLoad(
-      { ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, overallRate: rate },
-      { logDir, name: 'b5-half', meter },
+    const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec }, { logDir, name: 'b5-capacity', meter });
+    const t1 = await dbNow(stack.db);
+    const cpu = meter.stop();
+    const counted = await stack.db.raw<{ rows: { n: string }[] }>(
+      `SELECT count(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at > ?::timestamptz - make_interval(secs => ?) AND finished_at <= ?`,
+      [t1, o.durationSec, t1],
     );
-    const halfEnd = await dbNow(stack.db);
-    result.halfCpu = meter.stop();
-    await drain(stack.db, halfStart, o.drainLimitSec);
-    // only the measured run: executions accepted in the last durationSec seconds of the load
-    const q = await stack.db.raw<{ rows: Record<string, string | null>[] }>(
-      `SELECT count(*) AS n,
-              count(*) FILTER (WHERE finished_at IS NULL) AS unfinished,
-              percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at) * 1000) AS run50,
-              percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at) * 1000) AS run99,
-              percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at) * 1000) AS done50,
-              percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at) * 1000) AS done99
-         FROM executions
-        WHERE created_at > greatest(?::timestamptz, ?::timestamptz - make_interval(secs => ?)) AND created_at <= ?`,
-      [halfStart, halfEnd, o.durationSec, halfEnd],
-    );
-    const row = q.rows[0]!;
-    result.half = {
-      rate,
-      load: halfLoad,
-      n: Number(row.n),
-      unfinished: Number(row.unfinished),
-      runP50: Number(row.run50),
-      runP99: Number(row.run99),
-      doneP50: Number(row.done50),
-      doneP99: Number(row.done99),
-    };
+    const perSec = Number(counted.rows[0]!.n) / o.durationSec;
+    let backlogPurged = 0;
+    if ((await drain(stack.db, since, o.drainLimitSec)) > 0) backlogPurged = await stack.purgeTestQueue();
+
+    const result: E2eResult = { perSec, load, failed: 0, stalePurged: stale, backlogPurged, rss: {}, startRss: stack.startRssMb, cpu };
+    if (perSec >= 2) await atHalf(stack, spec, o, logDir, meter, Math.max(1, Math.floor(perSec / 2)), result);
+    result.rss = rss.stop();
+    const failed = await stack.db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('failed', 'needs_review') AND created_at >= ?`, [since]);
+    result.failed = Number(failed.rows[0]!.n);
+    return result;
+  } finally {
+    rss.stop();
+    meter.stop();
+    await stack.stopWorker();
   }
-  result.rss = rss.stop();
-  const failed = await stack.db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('failed', 'needs_review') AND created_at >= ?`, [since]);
-  result.failed = Number(failed.rows[0]!.n);
-  await stack.stopWorker();
-  return result;
+}
+
+/** Submits at `rate`/s, then the latency of every leg for the executions accepted in the measured part. */
+async function atHalf(stack: ServiceStack, spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>, o: BenchOptions, logDir: string, meter: CpuMeter, rate: number, result: E2eResult): Promise<void> {
+  meter.start();
+  const halfStart = await dbNow(stack.db);
+  const halfLoad = await runLoad(
+    { ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, overallRate: rate },
+    { logDir, name: 'b5-half', meter },
+  );
+  const halfEnd = await dbNow(stack.db);
+  result.halfCpu = meter.stop();
+  await drain(stack.db, halfStart, o.drainLimitSec);
+  const q = await stack.db.raw<{ rows: Record<string, string | null>[] }>(
+    `SELECT count(*) AS n,
+            count(*) FILTER (WHERE e.finished_at IS NULL) AS unfinished,
+            ${leg('pub', 'o.published_at - e.created_at')},
+            ${leg('run', 'e.started_at - e.created_at')},
+            ${leg('done', 'e.finished_at - e.created_at')},
+            ${LEGS.map(([name, interval]) => leg(name, interval)).join(',\n            ')}
+       FROM executions e
+       LEFT JOIN LATERAL (SELECT min(published_at) AS published_at FROM outbox WHERE execution_id = e.id) o ON true
+       LEFT JOIN execution_steps s ON s.execution_id = e.id AND s.index = 0
+      WHERE e.created_at > greatest(?::timestamptz, ?::timestamptz - make_interval(secs => ?)) AND e.created_at <= ?`,
+    [halfStart, halfEnd, o.durationSec, halfEnd],
+  );
+  const row = q.rows[0]!;
+  result.half = {
+    rate,
+    load: halfLoad,
+    n: Number(row.n),
+    unfinished: Number(row.unfinished),
+    pubP50: Number(row.pub50),
+    pubP99: Number(row.pub99),
+    runP50: Number(row.run50),
+    runP99: Number(row.run99),
+    doneP50: Number(row.done50),
+    doneP99: Number(row.done99),
+    legs: Object.fromEntries(LEGS.map(([l]) => [l, [Number(row[`${l}50`]), Number(row[`${l}99`])]])),
+  };
 }
 
 export interface PgBossResult {

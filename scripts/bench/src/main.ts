@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   const logDir = mkdtempSync(path.join(os.tmpdir(), 'tes-bench-'));
   const meter = new CpuMeter();
   const report = new Report();
-  const stack = new ServiceStack(logDir, o.concurrency);
+  const stack = new ServiceStack(logDir, o.concurrency, o.cpuProf);
   const pgdb = new PgbenchDb(logDir);
   let baselines: Baselines | undefined;
   let failed = false;
@@ -123,7 +123,7 @@ async function main(): Promise<void> {
       b3PerSec = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
       const bad = unexpected(r, ['202', '429']);
       report.add({ figure: `B3 accepted submits/s (${o.projects} projects)`, value: b3PerSec, unit: '/s', baseline: 'pgbench tx', baselineValue: pgb.tps, target: '≥ 0.5×', met: b3PerSec >= 0.5 * pgb.tps });
-      report.add({ figure: 'B3 submit p99', value: r.latencyMs.p99, unit: 'ms', baseline: 'pgbench avg', baselineValue: pgb.latencyAvgMs, ratio: undefined });
+      report.add({ figure: 'B3 submit p99', value: r.latencyMs.p99, unit: 'ms', baseline: 'pgbench avg', baselineValue: pgb.latencyAvgMs, ratio: null });
       report.add({ figure: 'B3 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
       if (bad.count) report.note(`B3 unexpected answers: ${bad.detail}`);
       if (pgb.failed) report.note(`B3 pgbench: ${pgb.failed} failed transactions`);
@@ -174,7 +174,8 @@ async function main(): Promise<void> {
     await stopAll();
   }
   const logLines = serviceLogNotes(logDir, report);
-  if (failed || logLines > 0) report.note(`logs kept in ${logDir}`);
+  if (o.cpuProf) report.note(`CPU profiles (open in Chrome DevTools → Performance) in ${logDir}`);
+  if (failed || logLines > 0 || o.cpuProf) report.note(`logs kept in ${logDir}`);
   else rmSync(logDir, { recursive: true, force: true });
   report.figure('quick', o.quick);
   report.figure('elapsedSec', (Date.now() - t0) / 1000);
@@ -183,6 +184,15 @@ async function main(): Promise<void> {
     `autocannon ${o.connections} connections, ${o.warmupSec} s warmup + ${o.durationSec} s measured per run; pgbench ${o.pgbenchClients} clients (= gateway DB_POOL_MAX ${DB_POOL_MAX}); B5 concurrency ${o.concurrency}`,
   ]);
   process.exitCode = failed ? 1 : 0;
+  // Backstop: every handle should be closed by now; if one is not, say so rather than hang.
+  setTimeout(() => {
+    const handles = (process as unknown as { _getActiveHandles(): object[] })
+      ._getActiveHandles()
+      .filter((h) => h !== process.stdout && h !== process.stderr)
+      .map((h) => `${h.constructor.name}${(h as { remotePort?: number }).remotePort ? `:${(h as { remotePort?: number }).remotePort}` : ''}`);
+    say(`a handle kept the harness alive after the report (${handles.join(', ')}): exiting`);
+    process.exit(process.exitCode ?? 0);
+  }, 10_000).unref();
 }
 
 function versusRows(report: Report, id: string, what: string, r: Awaited<ReturnType<typeof runVersus>>, ok: string[], target: number | undefined): void {
@@ -210,13 +220,23 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
   const h = e.half;
   report.add({ figure: `B5 accept→running p99 @ ${h?.rate ?? '—'}/s`, value: h?.runP99, unit: 'ms', target: '≤ 50 ms', met: h ? h.runP99 <= 50 && h.unfinished === 0 : false });
   report.add({ figure: 'B5 accept→running p50 @ half', value: h?.runP50, unit: 'ms' });
+  report.add({ figure: 'B5 accept→confirmed p50 / p99', value: h?.pubP50, unit: 'ms', baseline: 'p99', baselineValue: h?.pubP99, ratio: null });
   report.add({ figure: 'B5 accept→succeeded p50 @ half', value: h?.doneP50, unit: 'ms' });
   report.add({ figure: 'B5 accept→succeeded p99 @ half', value: h?.doneP99, unit: 'ms' });
   report.add({ figure: 'B5 failed / needs_review executions', value: e.failed, unit: '', target: '= 0', met: e.failed === 0 });
   const rss = (n: string) => e.rss[n]?.peakMb;
-  report.add({ figure: 'B6 gateway RSS (peak under B5)', value: rss('gateway'), unit: 'MB', target: '≤ 150 MB', met: (rss('gateway') ?? Infinity) <= 150 });
-  report.add({ figure: 'B6 worker RSS (peak under B5)', value: rss('worker'), unit: 'MB', target: '≤ 200 MB', met: (rss('worker') ?? Infinity) <= 200 });
-  report.add({ figure: 'B6 relay RSS (peak under B5)', value: rss('relay'), unit: 'MB' });
+  const limits: Record<string, number | undefined> = { gateway: 150, worker: 200, relay: undefined };
+  for (const [name, limit] of Object.entries(limits)) {
+    report.add({
+      figure: `B6 ${name} RSS (peak under B5)`,
+      value: rss(name),
+      unit: 'MB',
+      baseline: 'at start',
+      baselineValue: e.startRss[name],
+      ratio: null,
+      ...(limit ? { target: `≤ ${limit} MB`, met: (rss(name) ?? Infinity) <= limit } : {}),
+    });
+  }
   report.cpuOf('B5 capacity', e.cpu);
   report.cpuOf('B5 half load', e.halfCpu);
   report.cpuOf('B5 pg-boss', boss.cpu);
@@ -225,13 +245,19 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
   if (e.stalePurged) report.note(`B5: dropped ${e.stalePurged} queued messages of B1-B4's submits (no worker ran then) before starting the worker`);
   if (e.backlogPurged) report.note(`B5: the capacity run's backlog did not drain in time; dropped ${e.backlogPurged} messages`);
   if (h?.unfinished) report.note(`B5 half load: ${h.unfinished} of ${h.n} executions unfinished after the drain limit`);
-  if (h) report.note(`B5 half load: ${h.n} executions measured, submitted at ${h.load.okPerSec.toFixed(1)}/s (asked ${h.rate}/s)`);
+  if (h) {
+    report.note(`B5 half load: ${h.n} executions measured, submitted at ${h.load.okPerSec.toFixed(1)}/s (asked ${h.rate}/s)`);
+    const legs = Object.entries(h.legs).map(([k, [p50, p99]]) => `${k} ${p50.toFixed(1)}/${p99.toFixed(1)}`);
+    report.note(`B5 half load legs, p50/p99 ms: accept→confirmed ${h.pubP50.toFixed(1)}/${h.pubP99.toFixed(1)}, ${legs.join(', ')} (delivery = confirmed→running, tostep = claim→step start, step includes the S3 put, settle = step end→succeeded)`);
+  }
   report.note(`B5 pg-boss: ${boss.sent} sent, ${boss.completed} completed over warmup + measured run`);
   report.figure('b5PerSec', e.perSec);
   report.figure('b5PgBossPerSec', boss.perSec);
   report.figure('b5RatioVsPgBoss', e.perSec / boss.perSec);
   report.figure('b5SubmitPerSec', e.load.okPerSec);
   report.figure('b5HalfLoadRate', h?.rate);
+  report.figure('b5AcceptToConfirmedP50Ms', h?.pubP50);
+  report.figure('b5AcceptToConfirmedP99Ms', h?.pubP99);
   report.figure('b5AcceptToRunningP50Ms', h?.runP50);
   report.figure('b5AcceptToRunningP99Ms', h?.runP99);
   report.figure('b5AcceptToSucceededP50Ms', h?.doneP50);
@@ -240,6 +266,8 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
   report.figure('gatewayRssMb', rss('gateway'));
   report.figure('workerRssMb', rss('worker'));
   report.figure('relayRssMb', rss('relay'));
+  report.figure('gatewayStartRssMb', e.startRss.gateway);
+  report.figure('workerStartRssMb', e.startRss.worker);
 }
 
 void main();

@@ -76,6 +76,7 @@ export class CpuMeter {
     this.machineStart = machineBusyTicks();
     this.started = Date.now();
     this.timer = setInterval(() => this.sample(), 500);
+    this.timer.unref(); // never what keeps the harness alive
   }
 
   /** CPU % per label over the interval since start(), "other" included. */
@@ -127,6 +128,7 @@ export class RssSampler {
     };
     take();
     this.timer = setInterval(take, 250);
+    this.timer.unref();
   }
 
   stop(): Record<string, { peakMb: number; meanMb: number }> {

@@ -23,6 +23,8 @@ export interface BenchOptions {
   pgbenchClients: number;
   /** Longest wait for queued executions / jobs to finish after a B5 phase. */
   drainLimitSec: number;
+  /** Run gateway, worker and relay with --cpu-prof (profiles kept in the run's log folder). */
+  cpuProf: boolean;
   /** Which benchmarks to run (all by default): --only=b1,b3 for development. */
   only: Set<string>;
 }
@@ -31,6 +33,7 @@ export const DB_POOL_MAX = 10;
 export const RATE_LIMIT_PER_MINUTE = 10_000_000;
 
 const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5] [--connections=N] [--concurrency=N]
+                [--duration=S] [--projects=N] [--cpu-prof]
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B6 next to baselines run in the same process tree on this machine, prints a
@@ -47,7 +50,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (!m) throw new Error(`unknown argument "${arg}" (try --help)`);
     flags.set(m[1] as string, m[2] ?? 'true');
   }
-  const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects'];
+  const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects', 'cpu-prof'];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
   const int = (name: string, fallback: number, min: number, max: number): number => {
@@ -70,6 +73,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     concurrency: int('concurrency', 8, 1, 256),
     pgbenchClients: DB_POOL_MAX,
     drainLimitSec: quick ? 15 : 60,
+    cpuProf: flags.get('cpu-prof') === 'true',
     only,
   };
 }

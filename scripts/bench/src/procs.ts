@@ -106,8 +106,11 @@ export async function stopChild(child: Child, deadlineMs = 15_000): Promise<void
   } catch {
     // already gone
   }
-  const timer = sleep(deadlineMs).then(() => 'late' as const);
-  if ((await Promise.race([child.exited.then(() => 'ok' as const), timer])) === 'late') {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), deadlineMs)));
+  const outcome = await Promise.race([child.exited.then(() => 'ok' as const), late]);
+  clearTimeout(timer); // a pending deadline would keep the harness alive after its report
+  if (outcome === 'late') {
     process.stderr.write(`bench: ${child.name} still running ${deadlineMs} ms after SIGTERM: SIGKILL\n`);
     killGroup(child);
     await child.exited;

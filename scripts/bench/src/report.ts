@@ -9,8 +9,8 @@ export interface Row {
   unit: string;
   baseline?: string;
   baselineValue?: number;
-  /** value / baselineValue unless given. */
-  ratio?: number;
+  /** value / baselineValue unless given; null for none (the baseline is context, not a peer). */
+  ratio?: number | null;
   target?: string;
   met?: boolean;
 }
@@ -67,7 +67,7 @@ export class Report {
         r.figure,
         fmt(r.value, r.unit),
         r.baseline ? `${r.baseline} ${fmt(r.baselineValue, r.unit)}` : '—',
-        r.ratio === undefined ? '—' : `${r.ratio.toFixed(2)}×`,
+        r.ratio == null ? '—' : `${r.ratio.toFixed(2)}×`,
         r.target ?? '—',
         r.met === undefined ? '' : r.met ? 'yes' : 'NO',
       ]),

@@ -6,6 +6,7 @@ import { createDb, type Db } from '@tes/db';
 import { deleteTopology, topologyNames } from '@tes/messaging';
 import { ObjectStore } from '@tes/storage';
 import { createTestDatabase, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { rssMb } from './meter';
 import { DB_POOL_MAX, RATE_LIMIT_PER_MINUTE } from './options';
 import { freePort, startNode, stopChild, waitHttpOk, type Child } from './procs';
 
@@ -25,6 +26,8 @@ export class ServiceStack {
   gateway!: Child;
   relay!: Child;
   worker: Child | undefined;
+  /** VmRSS (MB) of each service right after it answered /readyz, before any load. */
+  readonly startRssMb: Record<string, number> = {};
   private database: TestDatabase | undefined;
   private s3: EmbeddedS3 | undefined;
   private env: Record<string, string> = {};
@@ -32,6 +35,8 @@ export class ServiceStack {
   constructor(
     private readonly logDir: string,
     private readonly workerConcurrency: number,
+    /** --cpu-prof: each service writes a .cpuprofile into the log folder when it exits. */
+    private readonly cpuProf = false,
   ) {}
 
   async start(): Promise<void> {
@@ -79,8 +84,10 @@ export class ServiceStack {
     const child = startNode(name, path.join(ROOT, 'services', name, 'dist', 'main.js'), {
       env: { ...this.env, PORT: String(port), METRICS_PORT: String(metricsPort) },
       logDir: this.logDir,
+      nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, `--cpu-prof-name=${name}.cpuprofile`] : [],
     });
     await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child);
+    this.startRssMb[name] = rssMb(child.pid) ?? NaN;
     if (name === 'gateway') this.baseUrl = `http://127.0.0.1:${port}`;
     return child;
   }
