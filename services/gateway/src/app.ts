@@ -14,6 +14,9 @@ import { UPLOAD_BODY_LIMIT_BYTES, uploadRoutes } from './routes/upload';
 import { RequestLimits } from './rate-limit';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
+/** Deeper JSON than this is refused: canonicalisation and cloning recurse on it. */
+export const MAX_JSON_DEPTH = 64;
 export const JSON_BODY_LIMIT = '64kb';
 
 /** Builds the Express app; no network port is opened here, so supertest can drive it. */
@@ -45,8 +48,10 @@ export function createApp(deps: GatewayDeps): express.Express {
     next();
   });
 
-  // JSON bodies only. A body of another type is refused before any parsing.
+  // JSON bodies only, on the methods that take one (a body sent with GET is ignored, unread).
+  // A body of another type is refused before any parsing.
   app.use((req: Request, _res: Response, next: NextFunction) => {
+    if (!BODY_METHODS.has(req.method)) return next();
     const hasBody = Number(req.get('content-length') ?? 0) > 0 || req.get('transfer-encoding') !== undefined;
     if (hasBody && !req.is('application/json')) {
       throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { expected: 'application/json' } });
@@ -57,9 +62,10 @@ export function createApp(deps: GatewayDeps): express.Express {
   // route refuses bodies over 64 KiB with 413 before parsing them.
   const jsonParser = express.json({ limit: JSON_BODY_LIMIT, strict: true });
   const uploadParser = express.json({ limit: UPLOAD_BODY_LIMIT_BYTES, strict: true });
-  app.use((req: Request, res: Response, next: NextFunction) =>
-    (req.path === '/tools/upload' ? uploadParser : jsonParser)(req, res, next),
-  );
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (!BODY_METHODS.has(req.method)) return next();
+    (req.path === '/tools/upload' ? uploadParser : jsonParser)(req, res, next);
+  });
 
   const openapi = loadOpenApiDocument();
   app.get('/openapi.json', (_req: Request, res: Response) => {
@@ -68,7 +74,13 @@ export function createApp(deps: GatewayDeps): express.Express {
   });
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
-  app.use('/docs/assets', express.static(swaggerUiAssets(), { index: false, fallthrough: false, setHeaders: (res) => res.setHeader('Cache-Control', 'no-store') }));
+  const assets = express.static(swaggerUiAssets(), { index: false, redirect: false, fallthrough: false, setHeaders: (res) => res.setHeader('Cache-Control', 'no-store') });
+  app.use('/docs/assets', (req: Request, res: Response, next: NextFunction) => {
+    // other methods fall through to route_not_found; a file that is missing, refused or
+    // undecodable is simply not a route
+    if (req.method !== 'GET' && req.method !== 'HEAD') return next();
+    assets(req, res, (err?: unknown) => next(err ? new AppError('route_not_found') : undefined));
+  });
   app.get('/docs', (_req: Request, res: Response) => {
     res.type('text/html; charset=utf-8').send(DOCS_PAGE);
   });
@@ -82,6 +94,9 @@ export function createApp(deps: GatewayDeps): express.Express {
     deps.usage.count((res.locals.auth as AuthContext).projectId);
     // Text that Postgres cannot store (NUL, unpaired surrogates) is refused here, on every
     // route, rather than failing later inside a transaction.
+    if (tooDeep(req.body, 0)) {
+      throw new AppError('invalid_request', 'invalid_request', { details: { message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels` } });
+    }
     const where = unstorableText(req.body, '') ?? unstorableText(req.query, '?');
     if (where !== undefined) {
       throw new AppError('invalid_request', 'invalid_request', { details: { instancePath: where, message: 'text must not contain NUL characters or unpaired surrogates' } });
@@ -136,6 +151,8 @@ function toAppError(err: unknown): AppError {
   // Defence in depth: text the database cannot store is the caller's input, not our failure.
   const pg = (err as { code?: unknown } | null)?.code;
   if (pg === '22P05' || pg === '22021') return new AppError('invalid_request');
+  // a path the router cannot percent-decode names no route
+  if (err instanceof URIError) return new AppError('route_not_found');
   const status = e?.status ?? e?.statusCode;
   if (status === 400) return new AppError('invalid_request');
   // static files (the docs' assets): missing or refused paths are simply not routes
@@ -184,9 +201,17 @@ const DOCS_INIT = `window.ui = SwaggerUIBundle({
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
+/** Whether a parsed JSON value nests deeper than MAX_JSON_DEPTH (stops as soon as it knows). */
+function tooDeep(value: unknown, depth: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (depth >= MAX_JSON_DEPTH) return true;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) if (tooDeep(v, depth + 1)) return true;
+  return false;
+}
+
 /** The path of the first string (or key) holding NUL or an unpaired surrogate, if any. */
 function unstorableText(value: unknown, path: string, depth = 0): string | undefined {
-  if (depth > 64) return undefined; // bodies are at most 64 KiB (12 MiB for uploads); this bounds the walk
+  if (depth > MAX_JSON_DEPTH) return undefined; // deeper bodies were refused already
   if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? path || '/' : undefined;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
