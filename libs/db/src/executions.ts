@@ -249,6 +249,27 @@ export async function getExecution(db: Knex, projectId: string, id: string): Pro
   return row ? toExecution(row) : null;
 }
 
+/**
+ * An execution of the project with its steps, in one round trip (the status poll, the most
+ * frequent read of the API).
+ */
+export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<{ execution: ExecutionRecord; steps: StepRecord[] } | null> {
+  const res = await db.raw<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
+    `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
+            coalesce((SELECT json_agg(json_build_object(
+                        'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
+                        'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
+                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
+                        'finished_at', s.finished_at) ORDER BY s.index)
+                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps
+       FROM executions e WHERE e.id = ? AND e.project_id = ?`,
+    [id, projectId],
+  );
+  const row = res.rows[0];
+  if (!row) return null;
+  return { execution: toExecution(row), steps: row.steps.map(toStep) };
+}
+
 /** Worker-side read by id alone (messages carry both ids; the worker checks they agree). */
 export async function getExecutionById(db: Knex, id: string): Promise<ExecutionRecord | null> {
   const row = await db('executions').select(EXECUTION_COLUMNS).where({ id }).first();
@@ -457,46 +478,48 @@ export async function finishStep(
     artifacts?: NewArtifact[];
   },
 ): Promise<boolean> {
-  return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: unknown[] }>(
-      `UPDATE execution_steps s
+  // One statement (so one transaction and one round trip): the fenced step update and, only
+  // if it matched, the artifact rows it produced.
+  const artifacts = (input.artifacts ?? []).map((a) => ({
+    id: a.id,
+    format: a.format,
+    mime_type: a.mimeType,
+    size_bytes: a.sizeBytes,
+    sha256: a.sha256,
+    storage_key: a.storageKey,
+    file_name: a.fileName,
+    expires_at: a.expiresAt.toISOString(),
+  }));
+  const res = await db.raw<{ rows: { n: number }[] }>(
+    `WITH s AS (
+       UPDATE execution_steps s
           SET status = ?, cost_micros = ?, checkpoint = ?::jsonb, external_ref = coalesce(?, s.external_ref),
               error_code = ?, finished_at = now()
          FROM executions e
         WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
           AND e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running'
-        RETURNING 1`,
-      [
-        input.status,
-        input.costMicros,
-        input.checkpoint ? JSON.stringify(input.checkpoint) : null,
-        input.externalRef ?? null,
-        input.errorCode ?? null,
-        input.executionId,
-        input.index,
-        input.owner,
-      ],
-    );
-    if (res.rows.length === 0) return false;
-    if (input.artifacts && input.artifacts.length > 0) {
-      await trx('artifacts').insert(
-        input.artifacts.map((a) => ({
-          id: a.id,
-          execution_id: input.executionId,
-          project_id: input.projectId,
-          step_index: input.index,
-          format: a.format,
-          mime_type: a.mimeType,
-          size_bytes: a.sizeBytes,
-          sha256: a.sha256,
-          storage_key: a.storageKey,
-          file_name: a.fileName,
-          expires_at: a.expiresAt,
-        })),
-      );
-    }
-    return true;
-  });
+        RETURNING s.execution_id, s.project_id, s.index
+     ), a AS (
+       INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
+       SELECT x.id, s.execution_id, s.project_id, s.index, x.format, x.mime_type, x.size_bytes, x.sha256, x.storage_key, x.file_name, x.expires_at
+         FROM s CROSS JOIN jsonb_to_recordset(?::jsonb) AS x(id text, format text, mime_type text, size_bytes bigint, sha256 text,
+                                                              storage_key text, file_name text, expires_at timestamptz)
+       RETURNING 1
+     )
+     SELECT count(*)::int AS n FROM s`,
+    [
+      input.status,
+      input.costMicros,
+      input.checkpoint ? JSON.stringify(input.checkpoint) : null,
+      input.externalRef ?? null,
+      input.errorCode ?? null,
+      input.executionId,
+      input.index,
+      input.owner,
+      JSON.stringify(artifacts),
+    ],
+  );
+  return (res.rows[0]?.n ?? 0) > 0;
 }
 
 /**

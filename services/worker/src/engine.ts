@@ -174,7 +174,12 @@ export class StepEngine {
       return;
     }
     const plan = tool.plan(e.arguments);
+    // Read once; afterwards kept up to date here with what this worker itself records (the
+    // lease fences out every other writer), saving a read per step.
     let steps = await getSteps(db, e.projectId, [e.id]);
+    // The claim just took the lease and read cancel_requested: the first new step needs no
+    // second round trip for either.
+    let leaseJustTaken = true;
 
     for (let index = 0; index < plan.length; index++) {
       const step = plan[index]!;
@@ -194,7 +199,7 @@ export class StepEngine {
       if (!resuming) {
         // A new step (a re-check of a waiting provider step is not one): stop here if
         // cancellation was requested.
-        const lease = await renewLease(db, e.id, workerId, this.deps.leaseTtlMs);
+        const lease = leaseJustTaken ? { cancelRequested: e.cancelRequested } : await renewLease(db, e.id, workerId, this.deps.leaseTtlMs);
         if (!lease) throw new LeaseLost();
         if (lease.cancelRequested) {
           await this.settle(e, 'cancelled', steps, {});
@@ -206,6 +211,7 @@ export class StepEngine {
         }
       }
 
+      leaseJustTaken = false;
       let result: StepOutcome;
       try {
         result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices, workDir, resuming ? recorded : undefined);
@@ -221,7 +227,7 @@ export class StepEngine {
         if (!(await finishStep(db, { executionId: e.id, projectId: e.projectId, index, owner: workerId, status: 'failed', costMicros: 0, errorCode }))) {
           throw new LeaseLost();
         }
-        steps = await getSteps(db, e.projectId, [e.id]);
+        steps = recordLocally(steps, e.id, index, step.name, { status: 'failed', costMicros: 0, checkpoint: null, errorCode });
         await this.settle(e, 'failed', steps, { errorCode, errorMessage: failure?.message ?? 'the step failed unexpectedly' });
         logger.info('worker.step.failed', { ...log, step: index, errorCode });
         return;
@@ -242,6 +248,7 @@ export class StepEngine {
         return;
       }
       const artifacts = await this.storeFiles(e, index, result);
+      const checkpoint = { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} };
       const ok = await finishStep(db, {
         executionId: e.id,
         projectId: e.projectId,
@@ -249,12 +256,12 @@ export class StepEngine {
         owner: workerId,
         status: 'succeeded',
         costMicros: result.costMicros,
-        checkpoint: { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} },
+        checkpoint,
         artifacts,
       });
       if (!ok) throw new LeaseLost();
       logger.info('worker.step.succeeded', { ...log, step: index, name: step.name, costMicros: result.costMicros });
-      steps = await getSteps(db, e.projectId, [e.id]);
+      steps = recordLocally(steps, e.id, index, step.name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
     }
 
     const output: Record<string, unknown> = {};
@@ -413,6 +420,29 @@ export class StepEngine {
     this.priceCache.set(version, found.prices as PriceList);
     return found.prices as PriceList;
   }
+}
+
+/** The step list after this worker recorded a step's outcome (what the database now holds). */
+function recordLocally(
+  steps: StepRecord[],
+  executionId: string,
+  index: number,
+  name: string,
+  outcome: Pick<StepRecord, 'status' | 'costMicros' | 'checkpoint' | 'errorCode'>,
+): StepRecord[] {
+  const now = new Date().toISOString();
+  const before = steps.find((s) => s.index === index);
+  const updated: StepRecord = {
+    executionId,
+    index,
+    name,
+    externalRef: before?.externalRef ?? null,
+    attempts: before?.attempts ?? 1,
+    startedAt: before?.startedAt ?? now,
+    finishedAt: now,
+    ...outcome,
+  };
+  return [...steps.filter((s) => s.index !== index), updated].sort((a, b) => a.index - b.index);
 }
 
 function summary(a: NewArtifact): ArtifactSummary {

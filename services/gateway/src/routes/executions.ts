@@ -1,6 +1,6 @@
 import { Router, type Response } from 'express';
 import { AppError, isExecutionStatus, isId, type ExecutionStatus } from '@tes/core';
-import { cancelExecution, getArtifact, getExecution, getSteps, listExecutions, type ExecutionRecord } from '@tes/db';
+import { cancelExecution, getArtifact, getExecution, getExecutionWithSteps, getSteps, listExecutions, type ExecutionRecord } from '@tes/db';
 import { authOf, requireScope } from '../auth';
 import type { GatewayDeps } from '../context';
 import { publicExecution } from '../serialize';
@@ -55,9 +55,10 @@ export function executionRoutes(deps: GatewayDeps): Router {
   });
 
   router.get('/tools/executions/:id', requireScope('executions:read'), async (req, res) => {
-    const e = await load(res, req.params.id as string);
-    const steps = await getSteps(db, e.projectId, [e.id]);
-    res.json({ data: publicExecution(e, steps) });
+    const id = req.params.id as string;
+    const found = isId('exe', id) ? await getExecutionWithSteps(db, authOf(res).projectId, id) : null;
+    if (!found) throw new AppError('execution_not_found');
+    res.json({ data: publicExecution(found.execution, found.steps) });
   });
 
   router.post('/tools/executions/:id/cancel', requireScope('tools:execute'), async (req, res) => {
