@@ -5,31 +5,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Catalog, DEFAULT_PRICE_LIST } from '@tes/catalog';
-import { bearer, projectBalance, startStack, type TestStack } from '../stack';
+import { bearer, projectBalance, useStack } from '../stack';
 import { downloadArtifact, ffmpegMake, makeMedia, probeBytes, runTool, upload } from '../media';
 
 /**
  * audio.speech and audio.transcode through the real stack (gateway, RabbitMQ, worker with
  * espeak-ng/ffmpeg, Postgres ledger, S3); every artifact is downloaded and decoded.
  */
-let stack: TestStack;
+const stack = useStack();
 const catalog = new Catalog({ enableTestTools: true });
 const SPEECH = DEFAULT_PRICE_LIST.tools['audio.speech']!.models['espeak-ng']!;
 const TRANSCODE = DEFAULT_PRICE_LIST.tools['audio.transcode']!.models.ffmpeg!;
 const CREDIT = 1_000_000;
 const exec = promisify(execFile);
 
-beforeAll(async () => {
-  stack = await startStack();
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-  expect(audit.ok).toBe(true);
-});
 
 interface Exe {
   id: string;

@@ -1,28 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import { downloadArtifact, ffmpegMake, makeMedia, runTool, upload } from '../media';
-import { bearer, projectBalance, startStack, type TestStack } from '../stack';
+import { bearer, projectBalance, useStack } from '../stack';
 
 /**
  * image.transform and video.thumbnail through the real stack: uploads generated with ffmpeg,
  * artifacts downloaded and decoded, charges checked against the ledger-backed balance.
  */
-let stack: TestStack;
+const stack = useStack();
 const CREDIT = 1_000_000;
 const TRANSFORM_MP = 1_000; // DEFAULT_PRICE_LIST: image.transform per started megapixel
 const THUMB_FRAME = 500; // video.thumbnail per frame
 
-beforeAll(async () => {
-  stack = await startStack();
-});
-
-afterAll(async () => {
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-  expect(audit.ok).toBe(true);
-});
 
 type Execution = Record<string, unknown> & { output: { artifacts: { id: string; mimeType: string }[] } & Record<string, unknown> };
 
