@@ -34,6 +34,12 @@ export const ROOT = path.resolve(__dirname, '../..');
 const BUILD_ROOT = process.env.FAULTS_BUILD_ROOT ?? ROOT;
 export type ServiceName = 'gateway' | 'worker' | 'relay';
 export const SERVICES: readonly ServiceName[] = ['gateway', 'worker', 'relay'];
+/**
+ * One running copy of a service: its name, or `worker#2` for a second worker beside the
+ * first (same environment, its own metrics port), so killing one leaves the other.
+ */
+export type Instance = ServiceName | `${ServiceName}#${number}`;
+export const serviceOf = (instance: Instance): ServiceName => instance.split('#')[0] as ServiceName;
 const MAIN: Record<ServiceName, string> = {
   gateway: 'services/gateway/dist/main.js',
   worker: 'services/worker/dist/main.js',
@@ -113,6 +119,7 @@ export interface Exit {
 /** One incarnation of a service: a child process and what it printed. */
 export interface ServiceProcess {
   name: ServiceName;
+  instance: Instance;
   child: ChildProcess;
   env: Record<string, string>;
   lines: string[];
@@ -134,12 +141,12 @@ export class Cluster {
   readonly baseUrl: string;
   /** Every incarnation of every service, oldest first (logs of killed ones included). */
   readonly history: ServiceProcess[] = [];
-  private readonly current = new Map<ServiceName, ServiceProcess>();
+  private readonly current = new Map<Instance, ServiceProcess>();
 
   private constructor(
     readonly db: Knex,
     readonly env: Record<string, string>,
-    private readonly ports: Record<ServiceName, { metrics: number }>,
+    private readonly ports: Map<Instance, { metrics: number }>,
     private readonly database: TestDatabase,
     private readonly s3: EmbeddedS3,
   ) {
@@ -172,8 +179,8 @@ export class Cluster {
       DB_POOL_MAX: '5',
       ...options.env,
     };
-    const ports = {} as Record<ServiceName, { metrics: number }>;
-    for (const s of SERVICES) ports[s] = { metrics: await freePort() };
+    const ports = new Map<Instance, { metrics: number }>();
+    for (const s of SERVICES) ports.set(s, { metrics: await freePort() });
     const store = new ObjectStore(loadConfig(env).s3);
     await store.ensureBucket();
     store.close();
@@ -188,32 +195,44 @@ export class Cluster {
     return cluster;
   }
 
-  readyUrl(name: ServiceName): string {
-    return `http://127.0.0.1:${this.ports[name].metrics}/readyz`;
+  readyUrl(name: Instance): string {
+    return this.opsUrl(name, '/readyz');
   }
 
-  process(name: ServiceName): ServiceProcess | undefined {
+  /** The instance's Prometheus endpoint (METRICS_PORT). */
+  metricsUrl(name: Instance): string {
+    return this.opsUrl(name, '/metrics');
+  }
+
+  private opsUrl(name: Instance, path: string): string {
+    const port = this.ports.get(name);
+    if (!port) throw new Error(`${name} was never started`);
+    return `http://127.0.0.1:${port.metrics}${path}`;
+  }
+
+  process(name: Instance): ServiceProcess | undefined {
     return this.current.get(name);
   }
 
   /** Starts a service (extra env, e.g. TES_FAULT_CRASH_AT, for this incarnation only) and waits for /readyz. */
-  async start(name: ServiceName, extraEnv: Record<string, string> = {}, readyTimeoutMs = 30_000): Promise<ServiceProcess> {
+  async start(name: Instance, extraEnv: Record<string, string> = {}, readyTimeoutMs = 30_000): Promise<ServiceProcess> {
     const running = this.current.get(name);
     if (running && !running.exited) throw new Error(`${name} is already running`);
+    if (!this.ports.has(name)) this.ports.set(name, { metrics: await freePort() });
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: process.env.HOME ?? '/tmp',
       ...this.env,
-      METRICS_PORT: String(this.ports[name].metrics),
+      METRICS_PORT: String(this.ports.get(name)!.metrics),
       ...extraEnv,
     };
     // the guard stops the child (SIGTERM) if this test process dies without cleaning up
-    const child = spawn(process.execPath, ['--require', path.join(__dirname, 'orphan-guard.js'), path.join(BUILD_ROOT, MAIN[name])], {
+    const child = spawn(process.execPath, ['--require', path.join(__dirname, 'orphan-guard.js'), path.join(BUILD_ROOT, MAIN[serviceOf(name)])], {
       cwd: BUILD_ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
-    const proc: ServiceProcess = { name, child, env, lines: [], exit: undefined as unknown as Promise<Exit>, exited: undefined };
+    const proc: ServiceProcess = { name: serviceOf(name), instance: name, child, env, lines: [], exit: undefined as unknown as Promise<Exit>, exited: undefined };
     proc.exit = new Promise<Exit>((resolve) => {
       child.once('exit', (code, signal) => {
         proc.exited = { code, signal };
@@ -233,7 +252,7 @@ export class Cluster {
   }
 
   /** Polls /readyz until 200; fails at once, with the child's last lines, if it exits. */
-  async waitReady(name: ServiceName, timeoutMs = 30_000): Promise<number> {
+  async waitReady(name: Instance, timeoutMs = 30_000): Promise<number> {
     const started = Date.now();
     for (;;) {
       const proc = this.current.get(name);
@@ -247,7 +266,7 @@ export class Cluster {
   }
 
   /** Waits for a service to die by itself (a crash point); throws if it is still alive. */
-  async waitForExit(name: ServiceName, timeoutMs: number): Promise<Exit> {
+  async waitForExit(name: Instance, timeoutMs: number): Promise<Exit> {
     const proc = this.current.get(name);
     if (!proc) throw new Error(`${name} was never started`);
     const exit = await within(proc.exit, timeoutMs);
@@ -256,7 +275,7 @@ export class Cluster {
   }
 
   /** kill -9: no drain, no cleanup. */
-  async kill(name: ServiceName): Promise<Exit | undefined> {
+  async kill(name: Instance): Promise<Exit | undefined> {
     const proc = this.current.get(name);
     if (!proc || proc.exited) return proc?.exited;
     proc.child.kill('SIGKILL');
@@ -264,7 +283,7 @@ export class Cluster {
   }
 
   /** Graceful stop (SIGTERM: the service drains), then SIGKILL past the deadline. */
-  async stop(name: ServiceName, deadlineMs = 15_000): Promise<Exit | undefined> {
+  async stop(name: Instance, deadlineMs = 15_000): Promise<Exit | undefined> {
     const proc = this.current.get(name);
     if (!proc || proc.exited) return proc?.exited;
     proc.child.kill('SIGTERM');
@@ -274,7 +293,7 @@ export class Cluster {
     return proc.exit;
   }
 
-  async restart(name: ServiceName, extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
+  async restart(name: Instance, extraEnv: Record<string, string> = {}): Promise<ServiceProcess> {
     await this.stop(name);
     return this.start(name, extraEnv);
   }
@@ -286,7 +305,7 @@ export class Cluster {
 
   /** Stops every service, then removes the database, the queues and the S3 data. */
   async shutdown(): Promise<void> {
-    await Promise.all(SERVICES.map((s) => this.stop(s)));
+    await Promise.all([...this.current.keys()].map((s) => this.stop(s)));
     await this.db.destroy();
     const conn = await amqplib.connect(this.env.AMQP_URL!);
     try {
