@@ -159,12 +159,21 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
   const month = monthKey();
   const result = await db.transaction(async (trx) => {
-    const inserted = await trx.raw<{ rows: unknown[] }>(
-      `INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
-         total_steps, reserved_micros, idempotency_key, request_digest)
-       VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (project_id, idempotency_key) DO NOTHING
-       RETURNING ${EXECUTION_SELECT}`,
+    // The execution and its outbox row in one statement: the outbox insert reads the CTE, so
+    // a conflicting (duplicate) submit writes neither.
+    const inserted = await trx.raw<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(
+      `WITH e AS (
+         INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
+           total_steps, reserved_micros, idempotency_key, request_digest)
+         VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (project_id, idempotency_key) DO NOTHING
+         RETURNING ${EXECUTION_SELECT}
+       ), o AS (
+         INSERT INTO outbox (project_id, execution_id, routing_key, payload)
+         SELECT e.project_id, e.id, ?, ? FROM e
+         RETURNING id
+       )
+       SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e`,
       [
         input.id,
         input.projectId,
@@ -178,15 +187,12 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
         input.reservedMicros,
         input.idempotencyKey,
         input.requestDigest,
+        input.routingKey,
+        JSON.stringify({ executionId: input.id, projectId: input.projectId }),
       ],
     );
     const row = inserted.rows[0];
     if (!row) return null; // a binding exists: nothing was written, read it after the transaction
-
-    const outbox = await trx.raw<{ rows: { id: number }[] }>(
-      `INSERT INTO outbox (project_id, execution_id, routing_key, payload) VALUES (?, ?, ?, ?) RETURNING id`,
-      [input.projectId, input.id, input.routingKey, JSON.stringify({ executionId: input.id, projectId: input.projectId })],
-    );
 
     const reserved = await trx.raw<{ rows: { id: string }[] }>(
       `WITH p AS (
@@ -230,7 +236,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
       throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: input.reservedMicros, retryable: false } });
     }
     hooks.beforeCommit?.();
-    return { execution: toExecution(row), outboxId: outbox.rows[0]!.id };
+    return { execution: toExecution(row), outboxId: row.outbox_id };
   });
   if (result) return { kind: 'created', ...result };
   const existing = await findByIdempotencyKey(db, input.projectId, input.idempotencyKey);

@@ -23,15 +23,19 @@ const COLUMNS =
 const SCRIPT = `\\set p random(1, :nprojects)
 \\set r random(1, 999999999999)
 BEGIN;
-INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
-   total_steps, reserved_micros, idempotency_key, request_digest)
- VALUES ('exe_pgb_' || :client_id || '_' || :r, 'prj_pgb_' || :p, 'key_pgb_' || :p, 'test.sleep', 'sleep', 'test', 'queued',
-   :args::jsonb, :pv, 1, :amount, 'idem_' || :client_id || '_' || :r, :digest)
- ON CONFLICT (project_id, idempotency_key) DO NOTHING
- RETURNING ${COLUMNS};
-INSERT INTO outbox (project_id, execution_id, routing_key, payload)
- VALUES ('prj_pgb_' || :p, 'exe_pgb_' || :client_id || '_' || :r, 'test',
-   jsonb_build_object('executionId', 'exe_pgb_' || :client_id || '_' || :r, 'projectId', 'prj_pgb_' || :p)) RETURNING id;
+WITH e AS (
+   INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
+     total_steps, reserved_micros, idempotency_key, request_digest)
+   VALUES ('exe_pgb_' || :client_id || '_' || :r, 'prj_pgb_' || :p, 'key_pgb_' || :p, 'test.sleep', 'sleep', 'test', 'queued',
+     :args::jsonb, :pv, 1, :amount, 'idem_' || :client_id || '_' || :r, :digest)
+   ON CONFLICT (project_id, idempotency_key) DO NOTHING
+   RETURNING ${COLUMNS}
+ ), o AS (
+   INSERT INTO outbox (project_id, execution_id, routing_key, payload)
+   SELECT e.project_id, e.id, 'test', jsonb_build_object('executionId', e.id, 'projectId', e.project_id) FROM e
+   RETURNING id
+ )
+ SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e;
 WITH p AS (
    UPDATE projects
       SET available_micros = available_micros - :amount::bigint,

@@ -32,7 +32,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
   await publisher.start();
   await amqp.start();
-  const dispatcher = new OutboxDispatcher(publisher, (id) => markOutboxPublished(db, [id]), logger, () => metrics.outboxPublished.inc({ source: 'gateway' }));
+  const dispatcher = new OutboxDispatcher(publisher, (ids) => markOutboxPublished(db, ids), logger, (n) => metrics.outboxPublished.inc({ source: 'gateway' }, n));
   const settings = new SettingsCache(db, config.settingsCacheTtlMs);
   await settings.get(); // fails fast when the database is unreachable or unmigrated
 

@@ -34,7 +34,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   await amqp.addSetup(topologySetup(names, catalog.categories()));
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
   await publisher.start();
-  const dispatcher = new OutboxDispatcher(publisher, (id) => markOutboxPublished(db, [id]), logger);
+  const dispatcher = new OutboxDispatcher(publisher, (ids) => markOutboxPublished(db, ids), logger);
   const engine = new StepEngine({
     db,
     catalog,
