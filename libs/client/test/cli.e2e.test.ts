@@ -4,7 +4,7 @@ import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { projectBalance, startStack, type TestStack } from '../../../tests/stack';
+import { projectBalance, useStack } from '../../../tests/stack';
 
 /**
  * The built `tes` binary as a real child process against the real stack. The child is
@@ -12,7 +12,7 @@ import { projectBalance, startStack, type TestStack } from '../../../tests/stack
  */
 const ROOT = join(__dirname, '../../..');
 const CLI = join(ROOT, 'libs/client/dist/cli.js');
-let stack: TestStack;
+const stack = useStack();
 let dir: string;
 const secrets: string[] = [];
 const printed: string[] = [];
@@ -51,17 +51,11 @@ async function executionCount(projectId: string): Promise<number> {
 beforeAll(async () => {
   // The tests run the compiled binary, so compile this package first (incremental, no references).
   await promisify(execFile)(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'libs/client')], { cwd: ROOT });
-  stack = await startStack();
   dir = await mkdtemp(join(tmpdir(), 'tes-cli-'));
 }, 120_000);
 
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-  expect(audit.ok).toBe(true);
 });
 
 describe('tes', () => {

@@ -3,7 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadOpenApi, OpenApiValidator } from '@tes/testing';
-import { projectBalance, startStack, type TestStack } from '../../../tests/stack';
+import { projectBalance, useStack } from '../../../tests/stack';
 import {
   InsufficientBalanceError, InvalidRequestError, MonthlyCapExceededError, NotFoundError, TesAbortError, TesClient,
   isValidIdempotencyKey, type Execution, type FetchLike,
@@ -14,7 +14,7 @@ import {
  * every answer the client receives from the API is validated against openapi.json, and
  * every request is recorded so the tests can count sends.
  */
-let stack: TestStack;
+const stack = useStack();
 let dir: string;
 const validator = new OpenApiValidator(loadOpenApi());
 const sha256 = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
@@ -61,17 +61,11 @@ async function executionCount(projectId: string): Promise<number> {
 }
 
 beforeAll(async () => {
-  stack = await startStack();
   dir = await mkdtemp(join(tmpdir(), 'tes-client-'));
 });
 
 afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
-  if (!stack) return;
-  const audit = await stack.audit();
-  await stack.stop();
-  expect(audit.problems).toEqual([]);
-  expect(audit.ok).toBe(true);
 });
 
 describe('run', () => {
