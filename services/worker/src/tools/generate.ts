@@ -34,3 +34,18 @@ export async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>
   }
   return result.outputs;
 }
+
+/**
+ * Picks the adapter for the execution's model and runs the provider step: the wait outcome
+ * is returned as is, otherwise the provider's outputs for the tool to fetch and check.
+ */
+export async function runModel<Args extends { model: string }>(
+  ctx: StepContext,
+  models: Readonly<Record<string, HostedModel<Args>>>,
+  args: Args,
+): Promise<{ wait: StepOutcome } | { outputs: ProviderOutput[] }> {
+  const model = models[args.model];
+  if (!model) throw new StepError('internal_error', `no adapter for ${args.model}`);
+  const outcome = await runHosted(ctx, model, args);
+  return Array.isArray(outcome) ? { outputs: outcome } : { wait: outcome };
+}

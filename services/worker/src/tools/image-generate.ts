@@ -6,7 +6,7 @@ import { falCreate, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
 import { replicateCreate, replicatePoll } from '../providers/replicate';
 import type { ToolRunner } from '../runner';
-import { runHosted, type HostedModel } from './generate';
+import { runModel, type HostedModel } from './generate';
 
 interface Args {
   model: string;
@@ -64,10 +64,9 @@ const MODELS: Record<string, HostedModel<Args>> = {
 export const imageGenerateRunner: ToolRunner = {
   async runStep(ctx) {
     const a = ctx.args as unknown as Args;
-    const model = MODELS[a.model];
-    if (!model) throw new StepError('internal_error', `no adapter for ${a.model}`);
-    const outcome = await runHosted(ctx, model, a);
-    if (!Array.isArray(outcome)) return outcome;
+    const ran = await runModel(ctx, MODELS, a);
+    if ('wait' in ran) return ran.wait;
+    const outcome = ran.outputs;
     const files = [];
     for (const output of outcome.slice(0, a.count)) {
       const { body } = await fetchOutput({ ...ctx.providers, signal: ctx.signal }, output, IMAGE_GENERATE_LIMITS.maxOutputBytes);

@@ -7,7 +7,7 @@ import { fetchOutput } from '../providers/common';
 import { falCreate, falPoll } from '../providers/fal';
 import { replicateCreate, replicatePoll } from '../providers/replicate';
 import type { ToolRunner } from '../runner';
-import { runHosted, type HostedModel } from './generate';
+import { runModel, type HostedModel } from './generate';
 
 interface Args {
   model: string;
@@ -42,10 +42,9 @@ const MODELS: Record<string, HostedModel<Args>> = {
 export const videoGenerateRunner: ToolRunner = {
   async runStep(ctx) {
     const a = ctx.args as unknown as Args;
-    const model = MODELS[a.model];
-    if (!model) throw new StepError('internal_error', `no adapter for ${a.model}`);
-    const outcome = await runHosted(ctx, model, a);
-    if (!Array.isArray(outcome)) return outcome;
+    const ran = await runModel(ctx, MODELS, a);
+    if ('wait' in ran) return ran.wait;
+    const outcome = ran.outputs;
     const first = outcome[0];
     if (!first) throw new StepError('provider_error', 'the provider returned no video');
     const { body } = await fetchOutput({ ...ctx.providers, signal: ctx.signal }, first, VIDEO_GENERATE_LIMITS.maxOutputBytes);
