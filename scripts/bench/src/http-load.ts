@@ -14,7 +14,13 @@ export interface LoadSpec {
   connections: number;
   warmupSec: number;
   durationSec: number;
-  /** Requests per second over all connections (open-ish loop); unset = as fast as answered. */
+  /**
+   * Requests per second, evenly spaced (open loop: a request leaves on schedule whether or
+   * not earlier ones were answered); unset = as fast as answered over `connections`.
+   * autocannon's own rate option is not used for this: it sends each second's quota in a
+   * burst at the start of the second, so "half load" would queue half a second of work at
+   * once and measure the burst, not the service at that rate.
+   */
   overallRate?: number;
 }
 

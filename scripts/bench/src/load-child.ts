@@ -5,6 +5,7 @@
  * line (LoadResult) on stdout. Targets only 127.0.0.1; bounded by duration.
  */
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
 import type { LoadResult, LoadSpec } from './http-load';
 
 // autocannon ships no types; only what is used here is declared.
@@ -49,6 +50,7 @@ function buildRequest(req: AutocannonRequest): AutocannonRequest {
 }
 
 async function once(durationSec: number, overallRate?: number): Promise<AutocannonResult> {
+  if (overallRate) return paced(durationSec, overallRate);
   return autocannon({
     url: spec!.url,
     connections: spec!.connections,
@@ -58,9 +60,72 @@ async function once(durationSec: number, overallRate?: number): Promise<Autocann
     // bounded in count as well as time: far above what this machine can answer, so it
     // never ends a run early, but a runaway loop stops
     maxOverallRequests: durationSec * MAX_PER_SEC,
-    ...(overallRate ? { overallRate } : {}),
     requests: [{ setupRequest: buildRequest }],
   });
+}
+
+/**
+ * Open loop at `rate` requests/s, evenly spaced: request i leaves at start + i/rate whether
+ * or not earlier ones were answered (keep-alive sockets, at most `connections` + what a
+ * backlog needs). Latency is measured from the scheduled send time, so a stalled server
+ * is charged for the wait it causes (no coordinated omission).
+ */
+async function paced(durationSec: number, rate: number): Promise<AutocannonResult> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: Math.max(spec!.connections, 64) });
+  const total = Math.min(Math.round(durationSec * rate), durationSec * MAX_PER_SEC);
+  const intervalMs = 1000 / rate;
+  const latencies: number[] = [];
+  const statusCodeStats: Record<string, { count: number }> = {};
+  let errors = 0;
+  let timeouts = 0;
+  const start = performance.now();
+  const inFlight: Promise<void>[] = [];
+  for (let i = 0; i < total; i++) {
+    const due = start + i * intervalMs;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const req = buildRequest({});
+    inFlight.push(
+      new Promise<void>((resolve) => {
+        const r = http.request(
+          { agent, host: url.hostname, port: url.port, method: req.method, path: req.path, headers: { ...req.headers, ...(req.body ? { 'content-length': String(Buffer.byteLength(req.body)) } : {}) }, timeout: 10_000 },
+          (res) => {
+            res.resume();
+            res.on('end', () => {
+              latencies.push(performance.now() - due);
+              const code = String(res.statusCode);
+              (statusCodeStats[code] ??= { count: 0 }).count += 1;
+              resolve();
+            });
+          },
+        );
+        r.on('timeout', () => {
+          timeouts += 1;
+          r.destroy(new Error('timeout'));
+        });
+        r.on('error', () => {
+          errors += 1;
+          resolve();
+        });
+        r.end(req.body);
+      }),
+    );
+  }
+  await Promise.all(inFlight);
+  agent.destroy();
+  const duration = (performance.now() - start) / 1000;
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]! : 0);
+  const ok = Object.entries(statusCodeStats).filter(([c]) => c.startsWith('2')).reduce((a, [, s]) => a + s.count, 0);
+  return {
+    duration,
+    errors,
+    timeouts,
+    non2xx: latencies.length - ok,
+    requests: { total: latencies.length + errors, average: latencies.length / duration },
+    latency: { p50: at(0.5), p90: at(0.9), p99: at(0.99), max: at(1), average: latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length) },
+    statusCodeStats,
+  };
 }
 
 async function main(): Promise<void> {

@@ -248,7 +248,7 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
   if (h) {
     report.note(`B5 half load: ${h.n} executions measured, submitted at ${h.load.okPerSec.toFixed(1)}/s (asked ${h.rate}/s)`);
     const legs = Object.entries(h.legs).map(([k, [p50, p99]]) => `${k} ${p50.toFixed(1)}/${p99.toFixed(1)}`);
-    report.note(`B5 half load legs, p50/p99 ms: accept→confirmed ${h.pubP50.toFixed(1)}/${h.pubP99.toFixed(1)}, ${legs.join(', ')} (delivery = confirmed→running, tostep = claim→step start, step includes the S3 put, settle = step end→succeeded)`);
+    report.note(`B5 half load legs, p50/p99 ms: accept→confirmed ${h.pubP50.toFixed(1)}/${h.pubP99.toFixed(1)}, ${legs.join(', ')} (tostep = claim→step start, step includes the S3 put, settle = step end→succeeded)`);
   }
   report.note(`B5 pg-boss: ${boss.sent} sent, ${boss.completed} completed over warmup + measured run`);
   report.figure('b5PerSec', e.perSec);
