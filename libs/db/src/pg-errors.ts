@@ -20,6 +20,8 @@ export function isRetryableTransactionError(err: unknown): boolean {
 export function isConnectionError(err: unknown): boolean {
   const code = pgCode(err);
   if (code && (code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03')) return true;
-  const msg = err instanceof Error ? err.message : '';
+  // not `instanceof Error`: errors from another realm (node's own, seen from a vm context such as jest's) fail it
+  const message = (err as { message?: unknown } | null)?.message;
+  const msg = typeof message === 'string' ? message : '';
   return /ECONNREFUSED|ECONNRESET|Connection terminated|timeout exceeded when trying to connect|Knex: Timeout acquiring/i.test(msg);
 }

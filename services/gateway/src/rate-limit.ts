@@ -1,48 +1,40 @@
 import type { NextFunction, Request, Response } from 'express';
 import type { Knex } from 'knex';
-import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { AppError } from '@tes/core';
 import type { AuthContext } from './context';
+import { SharedWindowLimiter, type LimitDecision } from './shared-window-limiter';
 
 const WINDOW_SECONDS = 60;
 /** Failed authentications tolerated per client address per minute before it is slowed down. */
 export const AUTH_FAILURES_PER_MINUTE = 30;
 
 /**
- * Request-rate limits (rate-limiter-flexible):
+ * Request-rate limits:
  *  - per API key, N requests per fixed one-minute window, counted in Postgres so every
- *    gateway replica shares the count (table rate_limits); if Postgres cannot answer, an
- *    in-memory limiter with the same policy stands in rather than letting traffic through
- *    unlimited;
+ *    gateway replica shares the count (table rate_limits), taken in leased blocks so a busy
+ *    key does not cost a database write per request (SharedWindowLimiter); if Postgres
+ *    cannot answer, an in-memory limiter with the same policy stands in rather than letting
+ *    traffic through unlimited;
  *  - per client address, failed authentications, so a key cannot be guessed at speed. Kept
  *    in memory per replica: it needs no shared accuracy, and an attacker's junk must not
  *    cost database writes.
  */
 export class RequestLimits {
-  private readonly perKey: RateLimiterPostgres;
+  private readonly perKey: SharedWindowLimiter;
   private readonly authFailures = new RateLimiterMemory({ points: AUTH_FAILURES_PER_MINUTE, duration: WINDOW_SECONDS, keyPrefix: 'authfail' });
 
   constructor(
     db: Knex,
     readonly perMinute: number,
   ) {
-    this.perKey = new RateLimiterPostgres({
-      storeClient: db,
-      storeType: 'knex',
-      tableName: 'rate_limits',
-      tableCreated: true,
-      clearExpiredByTimeout: false,
-      keyPrefix: 'key',
-      points: perMinute,
-      duration: WINDOW_SECONDS,
-      insuranceLimiter: new RateLimiterMemory({ points: perMinute, duration: WINDOW_SECONDS, keyPrefix: 'key' }),
-    });
+    this.perKey = new SharedWindowLimiter(db, { points: perMinute, windowSeconds: WINDOW_SECONDS, keyPrefix: 'key' });
   }
 
-  private headers(res: Response, r: RateLimiterRes): void {
+  private headers(res: Response, r: LimitDecision): void {
     res.set({
       'RateLimit-Limit': String(this.perMinute),
-      'RateLimit-Remaining': String(Math.max(0, r.remainingPoints)),
+      'RateLimit-Remaining': String(Math.max(0, r.remaining)),
       'RateLimit-Reset': String(Math.max(0, Math.ceil(r.msBeforeNext / 1000))),
       'RateLimit-Policy': `${this.perMinute};w=${WINDOW_SECONDS}`,
     });
@@ -52,13 +44,10 @@ export class RequestLimits {
   perKeyMiddleware() {
     return async (_req: Request, res: Response, next: NextFunction): Promise<void> => {
       const auth = res.locals.auth as AuthContext;
-      try {
-        const r = await this.perKey.consume(auth.keyId, 1);
-        this.headers(res, r);
-      } catch (rejection) {
-        if (!(rejection instanceof RateLimiterRes)) throw rejection;
-        this.headers(res, rejection);
-        res.set('Retry-After', String(Math.max(1, Math.ceil(rejection.msBeforeNext / 1000))));
+      const r = await this.perKey.consume(auth.keyId);
+      this.headers(res, r);
+      if (!r.allowed) {
+        res.set('Retry-After', String(Math.max(1, Math.ceil(r.msBeforeNext / 1000))));
         throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', { retryable: true, details: { limit: this.perMinute, windowSeconds: WINDOW_SECONDS } });
       }
       next();

@@ -1,0 +1,110 @@
+import type { Knex } from 'knex';
+import { createDb } from '@tes/db';
+import { createTestDatabase, type TestDatabase } from '@tes/testing';
+import { SharedWindowLimiter } from '../src/shared-window-limiter';
+
+/**
+ * The leased per-key limit on a real Postgres: never more than the limit across replicas,
+ * exact with one replica, few database writes for a busy key, windows that end, and the
+ * in-memory stand-in when the database cannot answer.
+ */
+let database: TestDatabase;
+let db: Knex;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  db = createDb({ url: database.url, poolMax: 6 });
+});
+
+afterAll(async () => {
+  await db?.destroy();
+  await database?.drop();
+});
+
+let n = 0;
+const freshKey = () => `k${++n}-${Date.now()}`;
+
+it('one replica: exactly the limit is allowed, Remaining counts down by one, with far fewer writes than requests', async () => {
+  const limiter = new SharedWindowLimiter(db, { points: 120, windowSeconds: 60, keyPrefix: 'key' });
+  const key = freshKey();
+  const remaining: number[] = [];
+  let allowed = 0;
+  for (let i = 0; i < 130; i++) {
+    const d = await limiter.consume(key);
+    if (d.allowed) allowed += 1;
+    remaining.push(d.remaining);
+    expect(d.msBeforeNext).toBeGreaterThan(0);
+    expect(d.msBeforeNext).toBeLessThanOrEqual(60_000);
+  }
+  expect(allowed).toBe(120);
+  expect(remaining.slice(0, 120)).toEqual(Array.from({ length: 120 }, (_, i) => 119 - i));
+  expect(remaining.slice(120).every((r) => r === 0)).toBe(true);
+  // leases of 1, 2, 4, 6, 6, …: about 22 writes for 120 requests; the 10 refusals cost one re-check at most
+  expect(limiter.leases).toBeLessThan(30);
+  const row = await db('rate_limits').where({ key: `key:${key}` }).first();
+  expect(Number(row.points)).toBeGreaterThanOrEqual(120);
+});
+
+it('three replicas, 400 concurrent requests: never more than the limit, and close to it', async () => {
+  const replicas = [0, 1, 2].map(() => new SharedWindowLimiter(db, { points: 100, windowSeconds: 60, keyPrefix: 'key' }));
+  const key = freshKey();
+  const decisions = await Promise.all(Array.from({ length: 400 }, (_, i) => replicas[i % 3]!.consume(key)));
+  const allowed = decisions.filter((d) => d.allowed).length;
+  expect(allowed).toBeLessThanOrEqual(100);
+  // points leased by one replica and not spent are lost to the others: at most
+  // (replicas − 1) × (maxLease − 1) = 2 × 4 here
+  expect(allowed).toBeGreaterThanOrEqual(100 - 2 * 4);
+  // and the last points are still handed out one at a time afterwards, up to the limit exactly
+  let more = 0;
+  for (let i = 0; i < 30; i++) if ((await replicas[i % 3]!.consume(key)).allowed) more += 1;
+  expect(allowed + more).toBeLessThanOrEqual(100);
+});
+
+it('concurrent first requests for a key share one lease rather than each writing', async () => {
+  const limiter = new SharedWindowLimiter(db, { points: 10_000, windowSeconds: 60, keyPrefix: 'key' });
+  const key = freshKey();
+  const decisions = await Promise.all(Array.from({ length: 64 }, () => limiter.consume(key)));
+  expect(decisions.every((d) => d.allowed)).toBe(true);
+  // leases 1, 2, 4, 8, 16, 32, 64 at most, never one per request
+  expect(limiter.leases).toBeLessThanOrEqual(7);
+});
+
+it('a window that ends starts afresh; an exhausted key is re-checked against the shared counter after the re-check interval', async () => {
+  let clock = Date.now();
+  const limiter = new SharedWindowLimiter(db, { points: 5, windowSeconds: 60, keyPrefix: 'key', recheckExhaustedMs: 1000, now: () => clock });
+  const key = freshKey();
+  for (let i = 0; i < 5; i++) expect((await limiter.consume(key)).allowed).toBe(true);
+  const refused = await limiter.consume(key);
+  expect(refused).toMatchObject({ allowed: false, remaining: 0 });
+  const writes = limiter.leases;
+  // refusals inside the re-check interval cost no database round trip
+  for (let i = 0; i < 20; i++) expect((await limiter.consume(key)).allowed).toBe(false);
+  expect(limiter.leases).toBe(writes);
+
+  // an operator resets the counter: seen after the re-check interval, not before
+  await db('rate_limits').where({ key: `key:${key}` }).update({ points: 0 });
+  clock += 500;
+  expect((await limiter.consume(key)).allowed).toBe(false);
+  clock += 600;
+  expect((await limiter.consume(key)).allowed).toBe(true);
+
+  // the window ends: all five points again, Remaining from the top
+  clock += 61_000;
+  const first = await limiter.consume(key);
+  expect(first).toMatchObject({ allowed: true, remaining: 4 });
+  for (let i = 0; i < 4; i++) expect((await limiter.consume(key)).allowed).toBe(true);
+  expect((await limiter.consume(key)).allowed).toBe(false);
+});
+
+it('when the database cannot answer, an in-memory limiter with the same policy decides', async () => {
+  const down = createDb({ url: 'postgres://postgres@127.0.0.1:1/none', poolMax: 1 });
+  try {
+    const limiter = new SharedWindowLimiter(down, { points: 3, windowSeconds: 60, keyPrefix: 'key' });
+    const key = freshKey();
+    const allowed: boolean[] = [];
+    for (let i = 0; i < 5; i++) allowed.push((await limiter.consume(key)).allowed);
+    expect(allowed).toEqual([true, true, true, false, false]);
+  } finally {
+    await down.destroy();
+  }
+});
