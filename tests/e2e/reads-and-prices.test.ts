@@ -83,11 +83,20 @@ it('a published price list gives a new version; quotes under the old one are ref
   const args = { text: 'price check', width: 1000, height: 1000 };
   const oldQuote = (await stack.http().post('/tools/quote').set(bearer(p.secret)).send({ tool: 'image.render', arguments: args })).body.data;
   expect(oldQuote.maximumChargeMicros).toBe(1_000);
+  const accepted = { tool: 'image.render', arguments: args, priceVersion: oldQuote.priceVersion, maximumChargeMicros: oldQuote.maximumChargeMicros };
+  const first = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'before-the-new-prices' }).send(accepted);
+  expect(first.status).toBe(202);
   const doubled = structuredClone(DEFAULT_PRICE_LIST);
   doubled.tools['image.render']!.models.sharp = { unitPriceMicros: 2_000, minimumMicros: 2_000 };
   const { priceVersion } = await publishPrices(stack.db, doubled);
   try {
     expect(priceVersion).not.toBe(oldQuote.priceVersion);
+    // a resend of what was accepted under the old prices is still answered with that execution
+    const resend = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'before-the-new-prices' }).send(accepted);
+    expect([200, 202]).toContain(resend.status);
+    expect(resend.headers['idempotent-replayed']).toBe('true');
+    expect(resend.body.data.id).toBe(first.body.data.id);
+    expect(await stack.db('executions').where({ project_id: p.projectId })).toHaveLength(1);
     const stale = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'stale-quote-1' }).send({ tool: 'image.render', arguments: args, priceVersion: oldQuote.priceVersion, maximumChargeMicros: oldQuote.maximumChargeMicros });
     expect(stale.status).toBe(400);
     expect(stale.body.error).toMatchObject({ status: 'FAILED_PRECONDITION', message: 'price_version_mismatch', details: { currentPriceVersion: priceVersion } });

@@ -1,5 +1,5 @@
 import { Router, type Request, type Response } from 'express';
-import { AppError, canonicalJson, newId, sha256Hex } from '@tes/core';
+import { AppError, canonicalJson, isAppError, newId, sha256Hex } from '@tes/core';
 import { findByIdempotencyKey, getLiveFile, getSteps, submitExecution, type ExecutionRecord } from '@tes/db';
 import type { ResolvedInput } from '@tes/catalog';
 import type { Knex } from 'knex';
@@ -68,23 +68,34 @@ export function toolRoutes(deps: GatewayDeps): Router {
     if (body.tool !== pathTool) throw new AppError('tool_mismatch', 'tool_mismatch', { details: { pathTool, bodyTool: body.tool } });
     const requestDigest = sha256Hex(canonicalJson(body));
 
-    // A resend is answered from the binding before anything else is checked: the price
-    // may have changed since, but the original execution stands.
-    const prior = await findByIdempotencyKey(db, auth.projectId, idempotencyKey);
-    if (prior) return replay(deps, res, prior, auth.keyId, requestDigest);
-
-    const s = await settings.get();
-    if (!s.executionEnabled) throw new AppError('execution_disabled', 'execution_disabled', { retryable: true });
-    const input = catalog.resolve(pathTool, body.arguments, s.unavailable);
-    await checkInputFiles(db, auth.projectId, input);
-    const quote = catalog.quote(input, s.prices, s.priceVersion);
-    if (body.priceVersion !== s.priceVersion) {
-      throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: s.priceVersion } });
-    }
-    if (body.maximumChargeMicros < quote.maximumChargeMicros) {
-      throw new AppError('maximum_charge_insufficient', 'maximum_charge_insufficient', {
-        details: { requiredMaximumChargeMicros: quote.maximumChargeMicros },
-      });
+    // A resend is answered from its binding whatever else has changed since (the price, the
+    // tool's availability, …): the original execution stands. A fresh submit does not pay
+    // for a lookup: the insert below finds an existing binding itself (ON CONFLICT), and a
+    // check that fails looks for the binding before refusing.
+    let input: ResolvedInput;
+    let priceVersion: string;
+    let reservedMicros: number;
+    try {
+      const s = await settings.get();
+      if (!s.executionEnabled) throw new AppError('execution_disabled', 'execution_disabled', { retryable: true });
+      input = catalog.resolve(pathTool, body.arguments, s.unavailable);
+      await checkInputFiles(db, auth.projectId, input);
+      const quote = catalog.quote(input, s.prices, s.priceVersion);
+      if (body.priceVersion !== s.priceVersion) {
+        throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: s.priceVersion } });
+      }
+      if (body.maximumChargeMicros < quote.maximumChargeMicros) {
+        throw new AppError('maximum_charge_insufficient', 'maximum_charge_insufficient', {
+          details: { requiredMaximumChargeMicros: quote.maximumChargeMicros },
+        });
+      }
+      priceVersion = s.priceVersion;
+      reservedMicros = quote.maximumChargeMicros;
+    } catch (err) {
+      if (!isAppError(err)) throw err;
+      const prior = await findByIdempotencyKey(db, auth.projectId, idempotencyKey);
+      if (prior) return replay(deps, res, prior, auth.keyId, requestDigest);
+      throw err;
     }
 
     const routingKey = deps.routingKeyFor(input.tool.category);
@@ -96,9 +107,9 @@ export function toolRoutes(deps: GatewayDeps): Router {
       model: input.model,
       category: input.tool.category,
       arguments: input.arguments,
-      priceVersion: s.priceVersion,
+      priceVersion,
       totalSteps: input.plan.length,
-      reservedMicros: quote.maximumChargeMicros,
+      reservedMicros,
       idempotencyKey,
       requestDigest,
       routingKey,
