@@ -72,12 +72,19 @@ export interface LoggerOptions {
 }
 
 export function createLogger(options: LoggerOptions): Logger {
+  const level = options.level ?? 'info';
+  const transports = options.transports ?? [new winston.transports.Console()];
+  // winston filters by level only at the transports, after every format ran: a record no
+  // transport will write is dropped here, before redaction and serialisation cost anything
+  const levels = winston.config.npm.levels;
+  const threshold = Math.max(levels[level] ?? levels.info!, ...transports.map((t) => (t.level ? (levels[t.level] ?? -1) : -1)));
+  const wanted = winston.format((info) => ((levels[info.level] ?? 0) <= threshold ? info : false));
   return winston.createLogger({
-    level: options.level ?? 'info',
+    level,
     silent: options.silent ?? false,
     defaultMeta: { service: options.service },
-    format: winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json()),
-    transports: options.transports ?? [new winston.transports.Console()],
+    format: winston.format.combine(wanted(), redactFormat(), winston.format.timestamp(), winston.format.json()),
+    transports,
   });
 }
 

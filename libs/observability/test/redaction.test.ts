@@ -124,3 +124,27 @@ describe('log redaction', () => {
   });
 });
 
+
+describe('level filter', () => {
+  it('a record below every transport level is dropped before it is redacted or serialised', () => {
+    const capture = new CaptureTransport();
+    const log = createLogger({ service: 't', level: 'info', transports: [capture] });
+    let reads = 0;
+    // serialisation calls toJSON; merging the meta into the record does not
+    const meta = {
+      payload: {
+        toJSON() {
+          reads += 1;
+          return 'x';
+        },
+      },
+    };
+    log.log('http', 'gateway.http.request', meta);
+    log.debug('worker.detail', meta);
+    expect(reads).toBe(0);
+    expect(capture.lines).toHaveLength(0);
+    log.info('kept', meta);
+    expect(capture.lines).toHaveLength(1);
+    expect(reads).toBeGreaterThan(0);
+  });
+});

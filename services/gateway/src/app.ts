@@ -36,7 +36,9 @@ export function createApp(deps: GatewayDeps): express.Express {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const route = (req.route?.path as string | undefined) ?? 'unmatched';
       deps.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
-      deps.logger.log(res.statusCode >= 500 ? 'error' : 'http', 'gateway.http.request', {
+      const level = res.statusCode >= 500 ? 'error' : 'http';
+      if (!deps.logger.isLevelEnabled(level)) return;
+      deps.logger.log(level, 'gateway.http.request', {
         requestId,
         method: req.method,
         route,
