@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
+import { prepared } from './prepared';
 import { AppError, type ExecutionStatus } from '@tes/core';
 import { iso, monthKey } from './time';
 
@@ -161,7 +162,9 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   const result = await db.transaction(async (trx) => {
     // The execution and its outbox row in one statement: the outbox insert reads the CTE, so
     // a conflicting (duplicate) submit writes neither.
-    const inserted = await trx.raw<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(
+    const inserted = await prepared<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(
+      trx,
+      'tes_submit_insert',
       `WITH e AS (
          INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
            total_steps, reserved_micros, idempotency_key, request_digest)
@@ -194,7 +197,9 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
     const row = inserted.rows[0];
     if (!row) return null; // a binding exists: nothing was written, read it after the transaction
 
-    const reserved = await trx.raw<{ rows: { id: string }[] }>(
+    const reserved = await prepared<{ rows: { id: string }[] }>(
+      trx,
+      'tes_submit_reserve',
       `WITH p AS (
          UPDATE projects
             SET available_micros = available_micros - ?::bigint,
@@ -260,7 +265,9 @@ export async function getExecution(db: Knex, projectId: string, id: string): Pro
  * frequent read of the API).
  */
 export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<{ execution: ExecutionRecord; steps: StepRecord[] } | null> {
-  const res = await db.raw<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
+  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
+    db,
+    'tes_execution_poll',
     `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
             coalesce((SELECT json_agg(json_build_object(
                         'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
@@ -362,7 +369,9 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
     bindings.push(input.leaseOwner);
   }
   bindings.push(month, month, month, randomUUID(), input.kind ?? 'settle');
-  const res = await db.raw<{ rows: { id: string; tool: string; reserved_micros: number; charged_micros: number; created_at: Date }[] }>(
+  const res = await prepared<{ rows: { id: string; tool: string; reserved_micros: number; charged_micros: number; created_at: Date }[] }>(
+    db,
+    leaseFence ? 'tes_settle_fenced' : 'tes_settle',
     `WITH e AS (
        UPDATE executions
           SET status = ?, charged_micros = LEAST(?::bigint, reserved_micros), output = ?::jsonb,
@@ -410,7 +419,9 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
  * lease. A re-check of waiting work is not counted as an attempt.
  */
 export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ExecutionRecord | null> {
-  const res = await db.raw<{ rows: unknown[] }>(
+  const res = await prepared<{ rows: unknown[] }>(
+    db,
+    'tes_claim',
     `UPDATE executions
         SET status = 'running', lease_owner = ?, lease_expires_at = now() + (? * interval '1 millisecond'),
             started_at = coalesce(started_at, now()),
@@ -430,7 +441,9 @@ export async function renewLease(
   owner: string,
   leaseTtlMs: number,
 ): Promise<{ cancelRequested: boolean } | null> {
-  const res = await db.raw<{ rows: { cancel_requested: boolean }[] }>(
+  const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
+    db,
+    'tes_renew_lease',
     `UPDATE executions SET lease_expires_at = now() + (? * interval '1 millisecond')
       WHERE id = ? AND lease_owner = ? AND status = 'running'
       RETURNING cancel_requested`,
@@ -445,7 +458,9 @@ export async function startStep(
   db: Knex,
   input: { executionId: string; projectId: string; index: number; name: string; owner: string; external?: boolean },
 ): Promise<boolean> {
-  const res = await db.raw<{ rows: unknown[] }>(
+  const res = await prepared<{ rows: unknown[] }>(
+    db,
+    'tes_start_step',
     `INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
      SELECT e.id, e.project_id, ?, ?, 'running', ? FROM executions e
       WHERE e.id = ? AND e.project_id = ? AND e.lease_owner = ? AND e.status = 'running'
@@ -496,7 +511,9 @@ export async function finishStep(
     file_name: a.fileName,
     expires_at: a.expiresAt.toISOString(),
   }));
-  const res = await db.raw<{ rows: { n: number }[] }>(
+  const res = await prepared<{ rows: { n: number }[] }>(
+    db,
+    'tes_finish_step',
     `WITH s AS (
        UPDATE execution_steps s
           SET status = ?, cost_micros = ?, checkpoint = ?::jsonb, external_ref = coalesce(?, s.external_ref),

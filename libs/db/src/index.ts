@@ -1,4 +1,5 @@
 export * from './knex';
+export * from './prepared';
 export * from './pg-errors';
 export * from './time';
 export * from './ledger';

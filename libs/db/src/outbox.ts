@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { prepared } from './prepared';
 
 export interface OutboxRow {
   id: number;
@@ -10,7 +11,7 @@ export interface OutboxRow {
 
 export async function markOutboxPublished(db: Knex, ids: number[]): Promise<void> {
   if (ids.length === 0) return;
-  await db('outbox').whereIn('id', ids).whereNull('published_at').update({ published_at: db.fn.now() });
+  await prepared(db, 'tes_outbox_mark', 'UPDATE outbox SET published_at = now() WHERE id = ANY(?::bigint[]) AND published_at IS NULL', [ids]);
 }
 
 /**

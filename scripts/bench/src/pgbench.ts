@@ -11,8 +11,8 @@ import { runProgram } from './procs';
  * The database ceiling for B3/B4: pgbench running the submit transaction of
  * libs/db/src/executions.ts submitExecution, statement for statement (execution insert with
  * ON CONFLICT, outbox insert, the conditional balance UPDATE with its journal CTE), on a
- * scratch database cloned from the same migrated template, over TCP with the extended
- * protocol as node-postgres uses. Hazard: if submitExecution changes, this script must
+ * scratch database cloned from the same migrated template, over TCP with prepared
+ * statements (-M prepared), as the service runs them (libs/db/src/prepared.ts). Hazard: if submitExecution changes, this script must
  * change with it or the ratio compares different work.
  */
 const COLUMNS =
@@ -112,7 +112,7 @@ export class PgbenchDb {
     const u = new URL(this.database!.url);
     const args = [
       '-h', u.hostname, '-p', u.port || '5432', '-U', decodeURIComponent(u.username || 'postgres'),
-      '-n', '-M', 'extended', '-c', String(options.clients), '-j', '2', '-T', String(options.durationSec),
+      '-n', '-M', 'prepared', '-c', String(options.clients), '-j', '2', '-T', String(options.durationSec),
       '-f', this.scriptFile,
       '-D', `nprojects=${options.projects}`, '-D', 'amount=1', '-D', `month=${monthKey()}`, '-D', 'pv=bench',
       '-D', 'args={"seconds":0,"steps":1,"costMicrosPerStep":1}',

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { isConnectionError } from '@tes/db';
+import { isConnectionError, prepared } from '@tes/db';
 
 export interface LimitDecision {
   allowed: boolean;
@@ -132,7 +132,9 @@ export class SharedWindowLimiter {
     // an exhausted key is re-checked with one point, not a block it would mostly waste
     const size = slot.exhausted ? 1 : Math.min(slot.nextLease, this.maxLease);
     this.leases += 1;
-    const { rows } = await this.db.raw<{ rows: { points: number; expire: string }[] }>(
+    const { rows } = await prepared<{ rows: { points: number; expire: string }[] }>(
+      this.db,
+      'tes_rate_limit_lease',
       `INSERT INTO rate_limits AS r (key, points, expire) VALUES (?, ?, ?)
        ON CONFLICT (key) DO UPDATE SET
          points = CASE WHEN r.expire <= ? THEN excluded.points ELSE r.points + excluded.points END,
