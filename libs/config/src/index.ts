@@ -9,6 +9,8 @@ export interface Config {
   readonly metricsPort: number;
   readonly databaseUrl: string;
   readonly dbPoolMax: number;
+  /** Gateway processes sharing PORT (node:cluster); 1 = the process itself serves. */
+  readonly gatewayProcesses: number;
   readonly amqpUrl: string;
   /** Prefix for every exchange and queue name, so test files and stacks can share a broker. */
   readonly amqpPrefix: string;
@@ -148,6 +150,7 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: int('METRICS_PORT', DEFAULTS.METRICS_PORT, 0, 65535),
     databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
+    gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
     amqpUrl: url('AMQP_URL', DEFAULTS.AMQP_URL, ['amqp:', 'amqps:']),
     amqpPrefix,
     s3: {

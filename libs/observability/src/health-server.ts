@@ -1,11 +1,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
 
 export interface HealthServerOptions {
   port: number;
   host?: string;
-  registry: Registry;
+  /** Where /metrics comes from: a registry, or anything that renders one (a cluster's sum). */
+  registry: { metrics(): Promise<string>; readonly contentType: string };
   /** Each resolves true when a dependency the process needs is reachable; ready = all true. */
   checks: Array<() => Promise<boolean> | boolean>;
 }

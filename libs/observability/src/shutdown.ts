@@ -54,12 +54,21 @@ export class ShutdownCoordinator {
     return code;
   }
 
-  /** Wire SIGTERM and SIGINT; `exit` is main.ts's process.exit. */
+  /**
+   * Wire SIGTERM and SIGINT; `exit` is main.ts's process.exit. A signal that arrives while
+   * stopping (a supervisor and a terminal both signalling, a gateway process told by its
+   * primary and by Ctrl-C) joins the stop under way: with no listener left, node's default
+   * action would kill the process in the middle of draining.
+   */
   installSignalHandlers(exit: (code: number) => void): void {
     const onSignal = (signal: NodeJS.Signals) => {
+      if (this.stopping) {
+        this.logger.info('process.shutdown.signal_ignored', { signal, reason: 'already stopping' });
+        return;
+      }
       void this.shutdown(signal).then(exit);
     };
-    process.once('SIGTERM', onSignal);
-    process.once('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
   }
 }

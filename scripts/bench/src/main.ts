@@ -11,7 +11,7 @@ import { getExecutionSpec, measure, measurePgbench, quoteSpec, runVersus, startB
 import { runB5, runPgBoss } from './e2e';
 import { unexpected } from './http-load';
 import { CpuMeter } from './meter';
-import { DB_POOL_MAX, parseOptions } from './options';
+import { parseOptions } from './options';
 import { PgbenchDb, pgbenchPath } from './pgbench';
 import { killAllNow, stopAll } from './procs';
 import { Report } from './report';
@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   const logDir = mkdtempSync(path.join(os.tmpdir(), 'tes-bench-'));
   const meter = new CpuMeter();
   const report = new Report();
-  const stack = new ServiceStack(logDir, o.concurrency, o.cpuProf);
+  const stack = new ServiceStack(logDir, o, o.cpuProf);
   const pgdb = new PgbenchDb(logDir);
   let baselines: Baselines | undefined;
   let failed = false;
@@ -181,7 +181,7 @@ async function main(): Promise<void> {
   report.figure('elapsedSec', (Date.now() - t0) / 1000);
   report.print([
     `Benchmarks (${o.quick ? 'quick' : 'full'}): ${os.cpus().length} cores, node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end`,
-    `autocannon ${o.connections} connections, ${o.warmupSec} s warmup + ${o.durationSec} s measured per run; pgbench ${o.pgbenchClients} clients (= gateway DB_POOL_MAX ${DB_POOL_MAX}); B5 concurrency ${o.concurrency}`,
+    `autocannon ${o.connections} connections, ${o.warmupSec} s warmup + ${o.durationSec} s measured per run; gateway ${o.gatewayProcesses} process(es) × DB_POOL_MAX ${o.gatewayPoolMax}; pgbench ${o.pgbenchClients} clients (= the gateway's connections); B5 concurrency ${o.concurrency}`,
   ]);
   process.exitCode = failed ? 1 : 0;
   // Backstop: every handle should be closed by now; if one is not, say so rather than hang.

@@ -11,14 +11,14 @@ import { readdirSync, readFileSync } from 'node:fs';
  */
 const TICKS_PER_SEC = 100; // USER_HZ on Linux
 
-function readStat(pid: number | string): { comm: string; ticks: number } | undefined {
+function readStat(pid: number | string): { comm: string; ticks: number; ppid: number } | undefined {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const close = s.lastIndexOf(')');
     const comm = s.slice(s.indexOf('(') + 1, close);
     const f = s.slice(close + 2).split(' ');
-    // fields after ")" start at field 3 (state); utime is field 14, stime 15
-    return { comm, ticks: Number(f[11]) + Number(f[12]) };
+    // fields after ")" start at field 3 (state); ppid is field 4, utime 14, stime 15
+    return { comm, ticks: Number(f[11]) + Number(f[12]), ppid: Number(f[1]) };
   } catch {
     return undefined;
   }
@@ -43,8 +43,9 @@ export class CpuMeter {
     this.labels.set(pid, name);
   }
 
-  private classify(pid: number, comm: string): string {
-    const known = this.labels.get(pid);
+  private classify(pid: number, comm: string, ppid: number): string {
+    // a labelled process's children (the gateway's cluster processes) count as that process
+    const known = this.labels.get(pid) ?? this.labels.get(ppid);
     if (known) return known;
     if (pid === process.pid) return 'harness+s3';
     if (comm.startsWith('postgres') || comm === 'postmaster') return 'postgres';
@@ -59,7 +60,7 @@ export class CpuMeter {
       const pid = Number(entry);
       const st = readStat(pid);
       if (!st) continue;
-      const label = this.classify(pid, st.comm);
+      const label = this.classify(pid, st.comm, st.ppid);
       if (!label) continue;
       now.set(pid, { label, ticks: st.ticks });
       const before = this.last.get(pid);
@@ -112,7 +113,20 @@ export function rssMb(pid: number): number | undefined {
   }
 }
 
-/** Samples the RSS of named processes every 250 ms; peak and mean per name. */
+/** Live children of a process (the gateway's cluster processes). */
+export function childPids(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (/^\d+$/.test(entry) && readStat(entry)?.ppid === pid) out.push(Number(entry));
+  }
+  return out;
+}
+
+/**
+ * Samples the RSS of named processes every 250 ms; peak and mean per name. A name whose
+ * process has children (the gateway with GATEWAY_PROCESSES > 1) is judged per process: each
+ * sample is the largest of the process and its children, as the target is per process.
+ */
 export class RssSampler {
   private readonly samples = new Map<string, number[]>();
   private timer: NodeJS.Timeout | undefined;
@@ -122,8 +136,8 @@ export class RssSampler {
   start(): void {
     const take = () => {
       for (const [name, pid] of Object.entries(this.pids)) {
-        const v = rssMb(pid);
-        if (v !== undefined) (this.samples.get(name) ?? this.samples.set(name, []).get(name)!).push(v);
+        const each = [pid, ...childPids(pid)].map(rssMb).filter((v): v is number => v !== undefined);
+        if (each.length > 0) (this.samples.get(name) ?? this.samples.set(name, []).get(name)!).push(Math.max(...each));
       }
     };
     take();

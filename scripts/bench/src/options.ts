@@ -1,3 +1,5 @@
+import { availableParallelism } from 'node:os';
+
 /**
  * Run settings. Every load loop is bounded by these durations (and the drain limits), so a
  * run always ends by itself: `--quick` in under 3 minutes, the full run in under 15.
@@ -19,7 +21,15 @@ export interface BenchOptions {
    * connections, pg-boss senders and pg-boss workers ("the same concurrency").
    */
   concurrency: number;
-  /** pgbench clients: the gateway's database pool size, so both get the same parallelism. */
+  /**
+   * GATEWAY_PROCESSES for the gateway under test. Default 1: on this 2-core machine two
+   * processes measured slower (B1 4,171 vs 5,820 req/s in one session): the load generator and
+   * Postgres need the second core, and with every core busy each request costs more CPU.
+   */
+  gatewayProcesses: number;
+  /** DB_POOL_MAX of each gateway process: DB_CONNECTIONS split over its processes. */
+  gatewayPoolMax: number;
+  /** pgbench clients: the gateway's database connections in all, so both get the same parallelism. */
   pgbenchClients: number;
   /** Longest wait for queued executions / jobs to finish after a B5 phase. */
   drainLimitSec: number;
@@ -29,11 +39,13 @@ export interface BenchOptions {
   only: Set<string>;
 }
 
-export const DB_POOL_MAX = 10;
+/** Database connections of the gateway in all (split over its processes) and pgbench's clients. */
+export const DB_CONNECTIONS = 10;
 export const RATE_LIMIT_PER_MINUTE = 10_000_000;
 
 const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5] [--connections=N] [--concurrency=N]
-                [--duration=S] [--projects=N] [--cpu-prof]
+                [--duration=S] [--projects=N] [--gateway-processes=N]
+                [--db-connections=N] [--cpu-prof]
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B6 next to baselines run in the same process tree on this machine, prints a
@@ -50,7 +62,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (!m) throw new Error(`unknown argument "${arg}" (try --help)`);
     flags.set(m[1] as string, m[2] ?? 'true');
   }
-  const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects', 'cpu-prof'];
+  const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects', 'gateway-processes', 'db-connections', 'cpu-prof'];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
   const int = (name: string, fallback: number, min: number, max: number): number => {
@@ -63,6 +75,8 @@ export function parseOptions(argv: string[]): BenchOptions {
   const all = ['b1', 'b2', 'b3', 'b4', 'b5'];
   const only = new Set((flags.get('only') ?? all.join(',')).split(',').map((s) => s.trim().toLowerCase()));
   for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}; got "${o}"`);
+  const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
+  const connections = int('db-connections', DB_CONNECTIONS, 1, 200);
   return {
     quick,
     warmupSec: quick ? 1 : 3,
@@ -71,7 +85,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     projects: int('projects', quick ? 100 : 400, 1, 10_000),
     hotKeys: 32,
     concurrency: int('concurrency', 8, 1, 256),
-    pgbenchClients: DB_POOL_MAX,
+    gatewayProcesses,
+    gatewayPoolMax: Math.max(1, Math.ceil(connections / gatewayProcesses)),
+    pgbenchClients: Math.max(1, Math.ceil(connections / gatewayProcesses)) * gatewayProcesses,
     drainLimitSec: quick ? 15 : 60,
     cpuProf: flags.get('cpu-prof') === 'true',
     only,

@@ -6,8 +6,8 @@ import { createDb, type Db } from '@tes/db';
 import { deleteTopology, topologyNames } from '@tes/messaging';
 import { ObjectStore } from '@tes/storage';
 import { createTestDatabase, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
-import { rssMb } from './meter';
-import { DB_POOL_MAX, RATE_LIMIT_PER_MINUTE } from './options';
+import { childPids, rssMb } from './meter';
+import { RATE_LIMIT_PER_MINUTE, type BenchOptions } from './options';
 import { freePort, startNode, stopChild, waitHttpOk, type Child } from './procs';
 
 const ROOT = path.resolve(__dirname, '../../..');
@@ -34,7 +34,7 @@ export class ServiceStack {
 
   constructor(
     private readonly logDir: string,
-    private readonly workerConcurrency: number,
+    private readonly options: Pick<BenchOptions, 'concurrency' | 'gatewayProcesses' | 'gatewayPoolMax'>,
     /** --cpu-prof: each service writes a .cpuprofile into the log folder when it exits. */
     private readonly cpuProf = false,
   ) {}
@@ -45,7 +45,7 @@ export class ServiceStack {
     this.env = {
       NODE_ENV: 'production',
       DATABASE_URL: this.database.url,
-      DB_POOL_MAX: String(DB_POOL_MAX),
+      DB_POOL_MAX: String(this.options.gatewayPoolMax),
       AMQP_URL,
       AMQP_PREFIX: this.prefix,
       S3_ENDPOINT: this.s3.endpoint,
@@ -56,7 +56,7 @@ export class ServiceStack {
       // raised, not disabled: every request still goes through the Postgres-backed limiter
       RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT_PER_MINUTE),
       LOG_LEVEL: 'warn',
-      WORKER_QUEUES: `test:${this.workerConcurrency}`,
+      WORKER_QUEUES: `test:${this.options.concurrency}`,
       SHUTDOWN_TIMEOUT_MS: '10000',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     };
@@ -81,13 +81,15 @@ export class ServiceStack {
   private async startService(name: 'gateway' | 'relay' | 'worker'): Promise<Child> {
     const port = await freePort();
     const metricsPort = await freePort();
+    const processes = name === 'gateway' ? this.options.gatewayProcesses : 1;
     const child = startNode(name, path.join(ROOT, 'services', name, 'dist', 'main.js'), {
-      env: { ...this.env, PORT: String(port), METRICS_PORT: String(metricsPort) },
+      env: { ...this.env, PORT: String(port), METRICS_PORT: String(metricsPort), ...(name === 'gateway' ? { GATEWAY_PROCESSES: String(processes) } : {}) },
       logDir: this.logDir,
-      nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, `--cpu-prof-name=${name}.cpuprofile`] : [],
+      // several gateway processes share the flags: node's default names (with the pid) keep their profiles apart
+      nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${name}.cpuprofile`])] : [],
     });
     await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child);
-    this.startRssMb[name] = rssMb(child.pid) ?? NaN;
+    this.startRssMb[name] = Math.max(...[child.pid, ...childPids(child.pid)].map((pid) => rssMb(pid) ?? 0));
     if (name === 'gateway') this.baseUrl = `http://127.0.0.1:${port}`;
     return child;
   }

@@ -5,6 +5,7 @@ import { providerAvailability, type Config } from '@tes/config';
 import { createDb, markOutboxPublished, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { answerPrimary } from './cluster';
 import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
 import { SettingsCache } from './settings-cache';
@@ -18,8 +19,16 @@ export interface RunningGateway {
   parts: Stoppable[];
 }
 
+export interface GatewayOptions {
+  /**
+   * Run as one of several processes under a cluster primary (cluster.ts): no operations
+   * server of its own; the primary asks it for its metrics and readiness over IPC.
+   */
+  clusterWorker?: boolean;
+}
+
 /** Builds and starts every part of the gateway from config (used by main.ts and tests). */
-export async function startGateway(config: Config, logger: Logger): Promise<RunningGateway> {
+export async function startGateway(config: Config, logger: Logger, options: GatewayOptions = {}): Promise<RunningGateway> {
   const metrics = createMetrics('gateway');
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
   const store = new ObjectStore(config.s3);
@@ -48,13 +57,17 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
   });
   const port = (server.address() as AddressInfo).port;
 
-  const health = new HealthServer({
-    port: config.metricsPort,
-    registry: metrics.registry,
-    checks: [() => amqp.connected, () => pingDb(db)],
-  });
-  const metricsPort = await health.start();
-  logger.info('gateway.started', { port, metricsPort });
+  const checks = [() => amqp.connected, () => pingDb(db)];
+  let health: Stoppable;
+  let metricsPort = 0;
+  if (options.clusterWorker) {
+    health = answerPrimary(metrics.registry, checks);
+  } else {
+    const server = new HealthServer({ port: config.metricsPort, registry: metrics.registry, checks });
+    metricsPort = await server.start();
+    health = { name: 'health', stop: () => server.stop() };
+  }
+  logger.info('gateway.started', { port, metricsPort, pid: process.pid });
 
   return {
     port,
@@ -72,7 +85,7 @@ export async function startGateway(config: Config, logger: Logger): Promise<Runn
       { name: 'usage', stop: () => usage.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
-      { name: 'health', stop: () => health.stop() },
+      health,
       { name: 'db', stop: () => db.destroy() },
     ],
   };
