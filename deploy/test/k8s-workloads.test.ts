@@ -182,6 +182,26 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
     expect(problems).toEqual([]);
   });
 
+  test('every long-running node process caps its heap well inside its memory limit; the gateway leaves room for its uploads', () => {
+    const problems: string[] = [];
+    for (const { owner, pod } of podTemplates(tree)) {
+      if (owner.kind !== 'Deployment') continue;
+      for (const c of pod.spec.containers) {
+        const env = containerEnv(tree, c, owner.metadata.name, problems);
+        const heapMb = Number(/--max-old-space-size=(\d+)/.exec(env.get('NODE_OPTIONS')?.value ?? '')?.[1] ?? NaN);
+        const limitMb = quantity(c.resources.limits.memory) / 2 ** 20;
+        if (!(heapMb > 0)) problems.push(`${owner.metadata.name}/${c.name}: NODE_OPTIONS sets no --max-old-space-size`);
+        else if (heapMb > 0.6 * limitMb) problems.push(`${owner.metadata.name}/${c.name}: heap ${heapMb} MB > 60% of the ${limitMb} MiB limit`);
+        if (owner.metadata.name === 'tes-gateway') {
+          // an upload holds ≈ 4 × its 16 MiB body while it is read (64 MiB), beside ≈ 64 MiB of the rest
+          const uploads = configOf(env).uploadConcurrency;
+          if (heapMb < 64 + 64 * uploads) problems.push(`tes-gateway: heap ${heapMb} MB < 64 + 64 × UPLOAD_CONCURRENCY ${uploads}`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
   test('pods run as non-root, without privilege escalation, on a read-only root with /tmp writable', () => {
     const problems: string[] = [];
     for (const { owner, pod } of podTemplates(tree)) {

@@ -172,3 +172,48 @@ describe('upload', () => {
     expect(res.body.data.sizeBytes).toBe(12 * 1024 * 1024);
   });
 });
+
+describe('upload slots', () => {
+  /** An upload whose headers and first bytes are sent and whose body is then held back. */
+  function heldUpload(key: string): Promise<import('node:net').Socket> {
+    const net = require('node:net') as typeof import('node:net');
+    const url = new URL(stack.baseUrl);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(url.port), url.hostname, () => {
+        socket.write(
+          `POST /tools/upload HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${key}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{"mimeType":"image/png","data":"`,
+        );
+        // the gateway has taken the slot once it starts reading; give it a moment
+        setTimeout(() => resolve(socket), 150);
+      });
+      socket.on('error', reject);
+    });
+  }
+
+  it(`at most ${2} uploads are read at once per process: one more gets 503 with Retry-After, nothing stored; a slot frees when a client goes away`, async () => {
+    expect(stack.config.uploadConcurrency).toBe(2);
+    const p = await stack.seed();
+    const held = [await heldUpload(p.secret), await heldUpload(p.secret)];
+    try {
+      const refused = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      expectEnvelope(refused, 503, 'service_unavailable');
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect(await stack.db('files').where({ project_id: p.projectId })).toHaveLength(0);
+      // a caller without a key is refused before any slot or body read
+      expectEnvelope(await stack.http().post('/tools/upload').send({ mimeType: 'image/png', data: PNG.toString('base64') }), 401, 'platform_api_key_missing');
+    } catch (err) {
+      for (const s of held) s.destroy(); // an open upload would keep the stack from stopping
+      throw err;
+    }
+    held[0]!.destroy();
+    // the aborted upload's slot is free again
+    let after = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+    for (let i = 0; i < 20 && after.status === 503; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      after = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+    }
+    expect(after.status).toBe(200);
+    held[1]!.destroy();
+  });
+});

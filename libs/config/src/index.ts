@@ -11,6 +11,8 @@ export interface Config {
   readonly dbPoolMax: number;
   /** Gateway processes sharing PORT (node:cluster); 1 = the process itself serves. */
   readonly gatewayProcesses: number;
+  /** Uploads one gateway process reads at once (each holds up to ~4× its 16 MiB body in memory). */
+  readonly uploadConcurrency: number;
   readonly amqpUrl: string;
   /** Prefix for every exchange and queue name, so test files and stacks can share a broker. */
   readonly amqpPrefix: string;
@@ -151,6 +153,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
+    uploadConcurrency: int('UPLOAD_CONCURRENCY', 2, 1, 64),
     amqpUrl: url('AMQP_URL', DEFAULTS.AMQP_URL, ['amqp:', 'amqps:']),
     amqpPrefix,
     s3: {

@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
 import amqp from 'amqplib';
 import { Catalog } from '@tes/catalog';
 import { createDb, type Db } from '@tes/db';
@@ -83,7 +85,13 @@ export class ServiceStack {
     const metricsPort = await freePort();
     const processes = name === 'gateway' ? this.options.gatewayProcesses : 1;
     const child = startNode(name, path.join(ROOT, 'services', name, 'dist', 'main.js'), {
-      env: { ...this.env, PORT: String(port), METRICS_PORT: String(metricsPort), ...(name === 'gateway' ? { GATEWAY_PROCESSES: String(processes) } : {}) },
+      env: {
+        ...this.env,
+        PORT: String(port),
+        METRICS_PORT: String(metricsPort),
+        NODE_OPTIONS: productionNodeOptions(name),
+        ...(name === 'gateway' ? { GATEWAY_PROCESSES: String(processes) } : {}),
+      },
       logDir: this.logDir,
       // several gateway processes share the flags: node's default names (with the pid) keep their profiles apart
       nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${name}.cpuprofile`])] : [],
@@ -142,4 +150,20 @@ export class ServiceStack {
     if (this.s3) await attempt('s3', () => this.s3!.stop());
     if (errors.length) throw new Error(`cleanup: ${errors.join('; ')}`);
   }
+}
+
+/**
+ * NODE_OPTIONS as production runs the service (the heap cap in the Kubernetes manifests), so
+ * memory is measured under the same V8 limits: deploy/k8s/base/<name>.yaml, the image worker's
+ * for the worker.
+ */
+export function productionNodeOptions(name: 'gateway' | 'relay' | 'worker'): string {
+  const file = path.join(ROOT, 'deploy/k8s/base', `${name === 'worker' ? 'worker-image' : name}.yaml`);
+  for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
+    const obj = doc.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: string }[] }[] } } } } | null;
+    if (obj?.kind !== 'Deployment') continue;
+    const value = obj.spec?.template?.spec?.containers?.[0]?.env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
+    if (value !== undefined) return value;
+  }
+  throw new Error(`${file} sets no NODE_OPTIONS for ${name}`);
 }

@@ -10,13 +10,13 @@ import { httpFor } from './errors';
 import { executionRoutes } from './routes/executions';
 import { projectRoutes } from './routes/project';
 import { toolRoutes } from './routes/tools';
-import { UPLOAD_BODY_LIMIT_BYTES, uploadRoutes } from './routes/upload';
+import { uploadRoutes } from './routes/upload';
 import { RequestLimits } from './rate-limit';
+import { checkStorable } from './body-checks';
+export { MAX_JSON_DEPTH } from './body-checks';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
-/** Deeper JSON than this is refused: canonicalisation and cloning recurse on it. */
-export const MAX_JSON_DEPTH = 64;
 export const JSON_BODY_LIMIT = '64kb';
 
 /** Builds the Express app; no network port is opened here, so supertest can drive it. */
@@ -60,13 +60,13 @@ export function createApp(deps: GatewayDeps): express.Express {
     }
     next();
   });
-  // The upload route alone takes a body large enough for 12 MiB of Base64; every other
-  // route refuses bodies over 64 KiB with 413 before parsing them.
+  // Every route but the upload refuses bodies over 64 KiB with 413 before parsing them. The
+  // upload's body (up to 16 MiB of Base64) is read by its route, after the key, the rate
+  // limit and a free upload slot were checked: a caller without a key costs no 16 MiB read.
   const jsonParser = express.json({ limit: JSON_BODY_LIMIT, strict: true });
-  const uploadParser = express.json({ limit: UPLOAD_BODY_LIMIT_BYTES, strict: true });
   app.use((req: Request, res: Response, next: NextFunction) => {
-    if (!BODY_METHODS.has(req.method)) return next();
-    (req.path === '/tools/upload' ? uploadParser : jsonParser)(req, res, next);
+    if (!BODY_METHODS.has(req.method) || req.path === '/tools/upload') return next();
+    jsonParser(req, res, next);
   });
 
   const openapi = loadOpenApiDocument();
@@ -94,15 +94,7 @@ export function createApp(deps: GatewayDeps): express.Express {
   const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute);
   app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (req: Request, res: Response, next: NextFunction) => {
     deps.usage.count((res.locals.auth as AuthContext).projectId);
-    // Text that Postgres cannot store (NUL, unpaired surrogates) is refused here, on every
-    // route, rather than failing later inside a transaction.
-    if (tooDeep(req.body, 0)) {
-      throw new AppError('invalid_request', 'invalid_request', { details: { message: `JSON nested deeper than ${MAX_JSON_DEPTH} levels` } });
-    }
-    const where = unstorableText(req.body, '') ?? unstorableText(req.query, '?');
-    if (where !== undefined) {
-      throw new AppError('invalid_request', 'invalid_request', { details: { instancePath: where, message: 'text must not contain NUL characters or unpaired surrogates' } });
-    }
+    checkStorable(req.body, req.query);
     next();
   });
   app.use(projectRoutes(deps));
@@ -203,32 +195,3 @@ const DOCS_INIT = `window.ui = SwaggerUIBundle({
 });
 `;
 
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Whether a parsed JSON value nests deeper than MAX_JSON_DEPTH (stops as soon as it knows). */
-function tooDeep(value: unknown, depth: number): boolean {
-  if (value === null || typeof value !== 'object') return false;
-  if (depth >= MAX_JSON_DEPTH) return true;
-  for (const v of Array.isArray(value) ? value : Object.values(value)) if (tooDeep(v, depth + 1)) return true;
-  return false;
-}
-
-/** The path of the first string (or key) holding NUL or an unpaired surrogate, if any. */
-function unstorableText(value: unknown, path: string, depth = 0): string | undefined {
-  if (depth > MAX_JSON_DEPTH) return undefined; // deeper bodies were refused already
-  if (typeof value === 'string') return value.includes('\u0000') || LONE_SURROGATE.test(value) ? path || '/' : undefined;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const found = unstorableText(value[i], `${path}/${i}`, depth + 1);
-      if (found !== undefined) return found;
-    }
-    return undefined;
-  }
-  if (value !== null && typeof value === 'object') {
-    for (const [k, v] of Object.entries(value)) {
-      const found = unstorableText(k, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1) ?? unstorableText(v, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1);
-      if (found !== undefined) return found;
-    }
-  }
-  return undefined;
-}

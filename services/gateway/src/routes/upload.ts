@@ -1,10 +1,11 @@
-import { Router } from 'express';
+import express, { Router, type NextFunction, type Request, type Response } from 'express';
 import { AppError, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
 import { recordUpload } from '@tes/db';
 import { uploadKey } from '@tes/storage';
 import { authOf, requireScope } from '../auth';
 import type { GatewayDeps } from '../context';
 import { compileCheck } from '../validation';
+import { checkStorable } from '../body-checks';
 
 export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
 /** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
@@ -18,10 +19,47 @@ const checkUploadBody = compileCheck<{ mimeType: string; data: string }>({
   properties: { mimeType: { type: 'string', minLength: 1, maxLength: 100 }, data: { type: 'string' } },
 });
 
+/**
+ * At most `max` uploads are read and processed at once in this process: each holds its body
+ * as a buffer, a string and the parsed copy (≈ 4 × 16 MiB at the limit), so unbounded
+ * concurrency would let a burst of uploads exhaust the heap. One more gets 503
+ * service_unavailable with Retry-After before its body is read.
+ */
+export class UploadSlots {
+  private inUse = 0;
+  constructor(readonly max: number) {}
+
+  get busy(): number {
+    return this.inUse;
+  }
+
+  take() {
+    return (_req: Request, res: Response, next: NextFunction): void => {
+      if (this.inUse >= this.max) {
+        throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'too many uploads in progress; retry shortly' } });
+      }
+      this.inUse += 1;
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        this.inUse -= 1;
+      };
+      res.once('finish', release);
+      res.once('close', release);
+      next();
+    };
+  }
+}
+
 export function uploadRoutes(deps: GatewayDeps): Router {
   const router = Router();
-  router.post('/tools/upload', requireScope('tools:execute'), async (req, res) => {
+  const slots = new UploadSlots(deps.config.uploadConcurrency);
+  const parse = express.json({ limit: UPLOAD_BODY_LIMIT_BYTES, strict: true });
+  router.post('/tools/upload', requireScope('tools:execute'), slots.take(), parse, async (req, res) => {
     const auth = authOf(res);
+    // read here, after the checks every route had: the same refusal of unstorable text
+    checkStorable(req.body, {});
     const body = checkUploadBody(req.body);
     const format = formatForMime(body.mimeType);
     if (!format) {
