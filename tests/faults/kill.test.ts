@@ -80,18 +80,18 @@ describe('gateway killed', () => {
     return { subs, beforeRestart };
   }
 
-  it('before commit: the submit is lost and rolled back; the resend creates it exactly once', async () => {
-    const { subs, beforeRestart } = await crashGateway('gateway.submit.before_commit', 'gateway.submit.before_commit@2');
+  it('before the write: the submit is lost and nothing was written; the resend creates it exactly once', async () => {
+    const { subs, beforeRestart } = await crashGateway('gateway.submit.before_write', 'gateway.submit.before_write@2');
     expect(subs[0]!.attempts[0]!.status).toBe(202);
     expect(subs[1]!.attempts[0]!.lost).toBeDefined();
-    expect(beforeRestart[1]).toBe(0); // the transaction died with the process
+    expect(beforeRestart[1]).toBe(0); // the statement was never sent
     // the first answer after the crash created the execution; one more resend replays it
     const created = subs[1]!.attempts.find((a) => a.status !== undefined)!;
     expect(created).toMatchObject({ status: 202, replayed: false });
     const again = await client.send(subs[1]!);
     expect(again.executionId).toBe(created.executionId);
     expect(again.replayed).toBe(true);
-    await verify('gateway.submit.before_commit', subs);
+    await verify('gateway.submit.before_write', subs);
   }, 60_000);
 
   it('after commit: the answer is lost, the relay publishes the row, the resend replays the same execution', async () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { prepared } from './prepared';
+import { isUniqueViolation } from './pg-errors';
 import { AppError, type ExecutionStatus } from '@tes/core';
 import { iso, monthKey } from './time';
 
@@ -147,106 +148,99 @@ export type SubmitResult =
   | { kind: 'existing'; execution: ExecutionRecord };
 
 /**
- * The submit transaction (architecture.md, path 1): idempotency binding + execution,
- * outbox row, then the conditional reservation with its journal entry, in one commit.
+ * The submit (architecture.md, path 1) as ONE statement, so one round trip and one commit:
+ * the conditional reservation on the project's balance row, the execution (its idempotency
+ * binding), its outbox row and the reservation's journal entries.
  *
- * Order matters. The execution insert comes first: a concurrent duplicate blocks on the
- * unique (project_id, idempotency_key) index until the first commits, then sees the
- * conflict and reserves nothing. The balance row is locked last, by one statement that
- * checks and moves the money and writes the journal, so the hot row is held only for the
- * commit that follows.
+ * Every part depends on the reservation: if the balance or the monthly cap refuses it,
+ * nothing is written and no row comes back. A second submit with the same idempotency key
+ * cannot slip through either: its execution insert violates the unique (project_id,
+ * idempotency_key) index and the whole statement, reservation included, is undone; a
+ * concurrent duplicate waits on the balance row until the first commits and then fails on
+ * the index the same way. Either outcome is then answered from the existing binding. The
+ * balance row is locked by the statement's first part and held only to its commit (no
+ * client round trip while it is held).
  */
-export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeCommit?: () => void } = {}): Promise<SubmitResult> {
-  if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
-  const month = monthKey();
-  const result = await db.transaction(async (trx) => {
-    // The execution and its outbox row in one statement: the outbox insert reads the CTE, so
-    // a conflicting (duplicate) submit writes neither.
-    const inserted = await prepared<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(
-      trx,
-      'tes_submit_insert',
-      `WITH e AS (
-         INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
-           total_steps, reserved_micros, idempotency_key, request_digest)
-         VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)
-         ON CONFLICT (project_id, idempotency_key) DO NOTHING
-         RETURNING ${EXECUTION_SELECT}
-       ), o AS (
-         INSERT INTO outbox (project_id, execution_id, routing_key, payload)
-         SELECT e.project_id, e.id, ?, ? FROM e
-         RETURNING id
-       )
-       SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e`,
-      [
-        input.id,
-        input.projectId,
-        input.apiKeyId,
-        input.tool,
-        input.model,
-        input.category,
-        JSON.stringify(input.arguments),
-        input.priceVersion,
-        input.totalSteps,
-        input.reservedMicros,
-        input.idempotencyKey,
-        input.requestDigest,
-        input.routingKey,
-        JSON.stringify({ executionId: input.id, projectId: input.projectId }),
-      ],
-    );
-    const row = inserted.rows[0];
-    if (!row) return null; // a binding exists: nothing was written, read it after the transaction
+const SUBMIT_SQL = `WITH p AS (
+     UPDATE projects
+        SET available_micros = available_micros - ?::bigint,
+            reserved_micros = reserved_micros + ?::bigint
+      WHERE id = ?
+        AND available_micros >= ?::bigint
+        AND (monthly_cap_micros IS NULL
+             OR (CASE WHEN cap_month = ?::date THEN month_charged_micros ELSE 0 END)
+                + reserved_micros + ?::bigint <= monthly_cap_micros)
+      RETURNING id
+   ), e AS (
+     INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
+       total_steps, reserved_micros, idempotency_key, request_digest)
+     SELECT ?::text, p.id, ?::text, ?::text, ?::text, ?::text, 'queued', ?::jsonb, ?::text, ?::int, ?::bigint, ?::text, ?::text FROM p
+     RETURNING ${EXECUTION_SELECT}
+   ), o AS (
+     INSERT INTO outbox (project_id, execution_id, routing_key, payload)
+     SELECT e.project_id, e.id, ?::text, ?::jsonb FROM e
+     RETURNING id
+   ), l AS (
+     INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
+     SELECT ?::text, e.project_id, e.id, 'reserve', v.account, v.amount
+       FROM e CROSS JOIN (VALUES ('available', -?::bigint), ('reserved', ?::bigint)) AS v(account, amount)
+     RETURNING 1
+   )
+   SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e`;
 
-    const reserved = await prepared<{ rows: { id: string }[] }>(
-      trx,
-      'tes_submit_reserve',
-      `WITH p AS (
-         UPDATE projects
-            SET available_micros = available_micros - ?::bigint,
-                reserved_micros = reserved_micros + ?::bigint
-          WHERE id = ?
-            AND available_micros >= ?::bigint
-            AND (monthly_cap_micros IS NULL
-                 OR (CASE WHEN cap_month = ?::date THEN month_charged_micros ELSE 0 END)
-                    + reserved_micros + ?::bigint <= monthly_cap_micros)
-          RETURNING id
-       ), l AS (
-         INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
-         SELECT ?, p.id, ?, 'reserve', v.account, v.amount
-           FROM p CROSS JOIN (VALUES ('available', -?::bigint), ('reserved', ?::bigint)) AS v(account, amount)
-         RETURNING 1
-       )
-       SELECT id FROM p`,
-      [
-        input.reservedMicros,
-        input.reservedMicros,
-        input.projectId,
-        input.reservedMicros,
-        month,
-        input.reservedMicros,
-        randomUUID(),
-        input.id,
-        input.reservedMicros,
-        input.reservedMicros,
-      ],
-    );
-    if (reserved.rows.length === 0) {
-      // Rejected: throwing rolls back the execution and outbox rows with it.
-      const p = await trx('projects').select('available_micros').where({ id: input.projectId }).first();
-      if (!p || p.available_micros < input.reservedMicros) {
-        throw new AppError('insufficient_balance', 'insufficient_balance', {
-          details: { requiredMicros: input.reservedMicros, availableMicros: p?.available_micros ?? 0, retryable: false },
-        });
-      }
-      throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: input.reservedMicros, retryable: false } });
-    }
-    hooks.beforeCommit?.();
-    return { execution: toExecution(row), outboxId: row.outbox_id };
-  });
-  if (result) return { kind: 'created', ...result };
+/** The unique index that is the idempotency binding. */
+const IDEMPOTENCY_CONSTRAINT = 'executions_project_id_idempotency_key_key';
+
+export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeWrite?: () => void } = {}): Promise<SubmitResult> {
+  if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
+  const r = input.reservedMicros;
+  const month = monthKey();
+  hooks.beforeWrite?.();
+  let rows: (Record<string, unknown> & { outbox_id: number })[];
+  try {
+    ({ rows } = await prepared<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(db, 'tes_submit', SUBMIT_SQL, [
+      r,
+      r,
+      input.projectId,
+      r,
+      month,
+      r,
+      input.id,
+      input.apiKeyId,
+      input.tool,
+      input.model,
+      input.category,
+      JSON.stringify(input.arguments),
+      input.priceVersion,
+      input.totalSteps,
+      r,
+      input.idempotencyKey,
+      input.requestDigest,
+      input.routingKey,
+      JSON.stringify({ executionId: input.id, projectId: input.projectId }),
+      randomUUID(),
+      r,
+      r,
+    ]));
+  } catch (err) {
+    // the key is bound already (perhaps by a concurrent twin): nothing of this one was written
+    if (!(isUniqueViolation(err) && (err as { constraint?: unknown }).constraint === IDEMPOTENCY_CONSTRAINT)) throw err;
+    rows = [];
+  }
+  const row = rows[0];
+  if (row) return { kind: 'created', execution: toExecution(row), outboxId: row.outbox_id };
+
+  // Nothing was written: the key is bound (a resend is answered with its execution whatever
+  // the balance is now), or the balance or the monthly cap refused the reservation.
   const existing = await findByIdempotencyKey(db, input.projectId, input.idempotencyKey);
-  if (!existing) throw new Error('idempotency binding vanished'); // executions are never deleted
-  return { kind: 'existing', execution: existing };
+  if (existing) return { kind: 'existing', execution: existing };
+  const p = await db('projects').select('available_micros').where({ id: input.projectId }).first();
+  if (!p || p.available_micros < r) {
+    throw new AppError('insufficient_balance', 'insufficient_balance', {
+      details: { requiredMicros: r, availableMicros: p?.available_micros ?? 0, retryable: false },
+    });
+  }
+  throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
 }
 
 export async function findByIdempotencyKey(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {

@@ -9,8 +9,8 @@ import { runProgram } from './procs';
 
 /**
  * The database ceiling for B3/B4: pgbench running the submit transaction of
- * libs/db/src/executions.ts submitExecution, statement for statement (execution insert with
- * ON CONFLICT, outbox insert, the conditional balance UPDATE with its journal CTE), on a
+ * libs/db/src/executions.ts submitExecution, the same single statement (the conditional
+ * balance UPDATE, the execution, its outbox row and the journal entries), on a
  * scratch database cloned from the same migrated template, over TCP with prepared
  * statements (-M prepared), as the service runs them (libs/db/src/prepared.ts). Hazard: if submitExecution changes, this script must
  * change with it or the ratio compares different work.
@@ -22,20 +22,6 @@ const COLUMNS =
 
 const SCRIPT = `\\set p random(1, :nprojects)
 \\set r random(1, 999999999999)
-BEGIN;
-WITH e AS (
-   INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
-     total_steps, reserved_micros, idempotency_key, request_digest)
-   VALUES ('exe_pgb_' || :client_id || '_' || :r, 'prj_pgb_' || :p, 'key_pgb_' || :p, 'test.sleep', 'sleep', 'test', 'queued',
-     :args::jsonb, :pv, 1, :amount, 'idem_' || :client_id || '_' || :r, :digest)
-   ON CONFLICT (project_id, idempotency_key) DO NOTHING
-   RETURNING ${COLUMNS}
- ), o AS (
-   INSERT INTO outbox (project_id, execution_id, routing_key, payload)
-   SELECT e.project_id, e.id, 'test', jsonb_build_object('executionId', e.id, 'projectId', e.project_id) FROM e
-   RETURNING id
- )
- SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e;
 WITH p AS (
    UPDATE projects
       SET available_micros = available_micros - :amount::bigint,
@@ -46,14 +32,23 @@ WITH p AS (
            OR (CASE WHEN cap_month = :month::date THEN month_charged_micros ELSE 0 END)
               + reserved_micros + :amount::bigint <= monthly_cap_micros)
     RETURNING id
+ ), e AS (
+   INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
+     total_steps, reserved_micros, idempotency_key, request_digest)
+   SELECT ('exe_pgb_' || :client_id || '_' || :r)::text, p.id, ('key_pgb_' || :p)::text, 'test.sleep'::text, 'sleep'::text, 'test'::text, 'queued',
+     :args::jsonb, :pv::text, 1::int, :amount::bigint, ('idem_' || :client_id || '_' || :r)::text, :digest::text FROM p
+   RETURNING ${COLUMNS}
+ ), o AS (
+   INSERT INTO outbox (project_id, execution_id, routing_key, payload)
+   SELECT e.project_id, e.id, 'test'::text, jsonb_build_object('executionId', e.id, 'projectId', e.project_id) FROM e
+   RETURNING id
  ), l AS (
    INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
-   SELECT gen_random_uuid()::text, p.id, 'exe_pgb_' || :client_id || '_' || :r, 'reserve', v.account, v.amount
-     FROM p CROSS JOIN (VALUES ('available', -:amount::bigint), ('reserved', :amount::bigint)) AS v(account, amount)
+   SELECT gen_random_uuid()::text, e.project_id, e.id, 'reserve', v.account, v.amount
+     FROM e CROSS JOIN (VALUES ('available', -:amount::bigint), ('reserved', :amount::bigint)) AS v(account, amount)
    RETURNING 1
  )
- SELECT id FROM p;
-COMMIT;
+ SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e;
 `;
 
 export interface PgbenchResult {

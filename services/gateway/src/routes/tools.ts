@@ -113,7 +113,7 @@ export function toolRoutes(deps: GatewayDeps): Router {
       idempotencyKey,
       requestDigest,
       routingKey,
-    }, { beforeCommit: () => crashPoint('gateway.submit.before_commit') });
+    }, { beforeWrite: () => crashPoint('gateway.submit.before_write') });
     crashPoint('gateway.submit.after_commit');
     if (result.kind === 'existing') return replay(deps, res, result.execution, auth.keyId, requestDigest);
 
