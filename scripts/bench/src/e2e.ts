@@ -12,7 +12,8 @@ import type { ServiceStack } from './stack';
  * baseline, and B6 (RSS of each service process while B5 runs).
  *
  * Capacity, ours and pg-boss's alike: producers submit/send as fast as they are answered
- * with `concurrency` connections while a consumer with `concurrency` slots works; the figure
+ * with `concurrency` connections, but only while fewer than 2 × `concurrency` units are
+ * unfinished (window.ts), while a consumer with `concurrency` slots works; the figure
  * is completions whose finish time falls in the last `durationSec` seconds of the load,
  * divided by `durationSec` (the warmup before that is not counted). Timestamps are the
  * database's own (created_at, started_at, finished_at; pg-boss's created_on/completed_on).
@@ -67,6 +68,9 @@ async function dbNow(db: Db): Promise<Date> {
   return r.rows[0]!.t;
 }
 
+/** Units of work B5's capacity runs keep outstanding, ours and pg-boss's: twice the concurrency. */
+export const windowFor = (o: BenchOptions): number => 2 * o.concurrency;
+
 /** Waits (bounded) until no execution accepted since `since` is queued or running; returns how many still are. */
 async function drain(db: Db, since: Date, limitSec: number): Promise<number> {
   const until = Date.now() + limitSec * 1000;
@@ -89,7 +93,9 @@ export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connectio
   rss.start();
   try {
     meter.start();
-    const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec }, { logDir, name: 'b5-capacity', meter });
+    // settled executions are counted per project and month in usage_counters: a few rows to sum
+    const window = { databaseUrl: stack.databaseUrl, finishedSql: 'SELECT coalesce(sum(execution_count), 0) AS n FROM usage_counters', params: [], limit: windowFor(o) };
+    const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, window }, { logDir, name: 'b5-capacity', meter });
     const t1 = await dbNow(stack.db);
     const cpu = meter.stop();
     const counted = await stack.db.raw<{ rows: { n: string }[] }>(
@@ -164,7 +170,7 @@ export interface PgBossResult {
 export async function runPgBoss(databaseUrl: string, o: BenchOptions, logDir: string, meter: CpuMeter): Promise<PgBossResult> {
   const script = path.join(__dirname, 'pgboss-child.js');
   const queue = 'bench-executions';
-  const env = { DATABASE_URL: databaseUrl, BENCH_QUEUE: queue, BENCH_CONCURRENCY: String(o.concurrency) };
+  const env = { DATABASE_URL: databaseUrl, BENCH_QUEUE: queue, BENCH_CONCURRENCY: String(o.concurrency), BENCH_WINDOW: String(windowFor(o)) };
   const setup = startNode('pgboss-setup', script, { args: ['setup'], env, logDir, capture: true });
   if ((await setup.exited).code !== 0) throw new Error(`pg-boss setup failed; see ${setup.logFile}`);
 

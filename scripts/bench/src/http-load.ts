@@ -22,6 +22,12 @@ export interface LoadSpec {
    * once and measure the burst, not the service at that rate.
    */
   overallRate?: number;
+  /**
+   * Closed loop with a window (B5 capacity): `connections` loops send as fast as answered
+   * while fewer than `limit` accepted units are unfinished; `finishedSql` (with `params`)
+   * reads how many have finished so far.
+   */
+  window?: { databaseUrl: string; finishedSql: string; params: unknown[]; limit: number };
 }
 
 export interface LoadResult {

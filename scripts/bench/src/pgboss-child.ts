@@ -1,6 +1,7 @@
 /**
  * The B5 baseline, one role per process (as gateway and worker are separate processes):
- *   send: BENCH_CONCURRENCY loops each `boss.send()` one job after another for BENCH_SECONDS;
+ *   send: BENCH_CONCURRENCY loops each `boss.send()` one job after another for BENCH_SECONDS,
+ *         while fewer than BENCH_WINDOW jobs are unfinished (window.ts, as our submits);
  *   work: BENCH_CONCURRENCY loops each `fetch()` one job, "work" (nothing, as test.sleep 0 s)
  *         and `complete()` it, until SIGTERM.
  * The work side uses fetch/complete loops rather than `boss.work()`, whose worker waits its
@@ -9,6 +10,7 @@
  * Prints one JSON line {"sent":n} or {"completed":n} on stdout when done.
  */
 import PgBoss from 'pg-boss';
+import { OutstandingGate } from './window';
 
 const role = process.argv[2];
 const url = process.env.DATABASE_URL as string;
@@ -40,14 +42,18 @@ async function main(): Promise<void> {
   } else if (role === 'send') {
     let sent = 0;
     const until = Date.now() + seconds * 1000;
+    const gate = new OutstandingGate(url, `SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [queue], Number(process.env.BENCH_WINDOW ?? 16));
+    await gate.start();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
         while (!stopping && Date.now() < until && sent < MAX_SENT) {
+          await gate.take();
           await boss.send(queue, { executionId: 'x' });
           sent += 1;
         }
       }),
     );
+    await gate.stop();
     process.stdout.write(`${JSON.stringify({ sent })}\n`);
   } else if (role === 'work') {
     let completed = 0;

@@ -31,6 +31,11 @@ export class ServiceStack {
   /** VmRSS (MB) of each service right after it answered /readyz, before any load. */
   readonly startRssMb: Record<string, number> = {};
   private database: TestDatabase | undefined;
+
+  get databaseUrl(): string {
+    if (!this.database) throw new Error('the stack is not started');
+    return this.database.url;
+  }
   private s3: EmbeddedS3 | undefined;
   private env: Record<string, string> = {};
 
