@@ -258,17 +258,20 @@ export async function getExecution(db: Knex, projectId: string, id: string): Pro
  * An execution of the project with its steps, in one round trip (the status poll, the most
  * frequent read of the API).
  */
+/** The steps of the execution row aliased `alias`, in order, as one JSON array (read by toStep). */
+const STEPS_JSON = (alias: string) => `coalesce((SELECT json_agg(json_build_object(
+    'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
+    'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
+    'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
+    'finished_at', s.finished_at) ORDER BY s.index)
+    FROM execution_steps s WHERE s.execution_id = ${alias}.id AND s.project_id = ${alias}.project_id), '[]'::json)`;
+
 export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<{ execution: ExecutionRecord; steps: StepRecord[] } | null> {
   const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
     db,
     'tes_execution_poll',
     `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
-            coalesce((SELECT json_agg(json_build_object(
-                        'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
-                        'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
-                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
-                        'finished_at', s.finished_at) ORDER BY s.index)
-                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps
+            ${STEPS_JSON('e')} AS steps
        FROM executions e WHERE e.id = ? AND e.project_id = ?`,
     [id, projectId],
   );
@@ -410,10 +413,11 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
  * Claims an execution for a worker with a lease. Succeeds for queued work, for running
  * work whose lease has expired or was released, and for waiting work (a provider re-check).
  * Returns null when the execution is terminal, waiting for an operator, or held by a live
- * lease. A re-check of waiting work is not counted as an attempt.
+ * lease. A re-check of waiting work is not counted as an attempt. The execution's recorded
+ * steps come back with it (the same statement), so resuming needs no second read.
  */
-export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ExecutionRecord | null> {
-  const res = await prepared<{ rows: unknown[] }>(
+export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<(ExecutionRecord & { steps: StepRecord[] }) | null> {
+  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
     db,
     'tes_claim',
     `UPDATE executions
@@ -422,10 +426,11 @@ export async function claimExecution(db: Knex, id: string, owner: string, leaseT
             attempts = attempts + (CASE WHEN status = 'waiting' THEN 0 ELSE 1 END), updated_at = now()
       WHERE id = ? AND status IN ('queued', 'running', 'waiting')
         AND (lease_owner IS NULL OR lease_expires_at < now())
-      RETURNING ${EXECUTION_SELECT}`,
+      RETURNING ${EXECUTION_SELECT}, ${STEPS_JSON('executions')} AS steps`,
     [owner, leaseTtlMs, id],
   );
-  return res.rows[0] ? toExecution(res.rows[0]) : null;
+  const row = res.rows[0];
+  return row ? { ...toExecution(row), steps: row.steps.map(toStep) } : null;
 }
 
 /** Extends the lease; null means it was lost (expired and taken, or the execution moved on). */

@@ -10,7 +10,6 @@ import {
   finishStep,
   getPriceVersion,
   getLiveFile,
-  getSteps,
   isConnectionError,
   markNeedsReview,
   enterWaiting,
@@ -156,7 +155,7 @@ export class StepEngine {
     }
   }
 
-  private async run(e: ExecutionRecord, workDir: string): Promise<void> {
+  private async run(e: ExecutionRecord & { steps: StepRecord[] }, workDir: string): Promise<void> {
     const { db, catalog, logger, workerId } = this.deps;
     const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
     const tool = catalog.get(e.tool);
@@ -176,7 +175,7 @@ export class StepEngine {
     const plan = tool.plan(e.arguments);
     // Read once; afterwards kept up to date here with what this worker itself records (the
     // lease fences out every other writer), saving a read per step.
-    let steps = await getSteps(db, e.projectId, [e.id]);
+    let steps = e.steps;
     // The claim just took the lease and read cancel_requested: the first new step needs no
     // second round trip for either.
     let leaseJustTaken = true;
