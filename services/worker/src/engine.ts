@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Knex } from 'knex';
@@ -131,7 +132,7 @@ export class StepEngine {
     }
     const log = { executionId, projectId: execution.projectId, tool: execution.tool, attempt: execution.attempts };
     logger.info('worker.execution.claimed', log);
-    const workDir = await mkdtemp(path.join(os.tmpdir(), `tes-${executionId}-`));
+    const workDir = new WorkDir(path.join(os.tmpdir(), `tes-${executionId}-`));
     try {
       await this.run(execution, workDir);
       crashPoint('worker.after_settle');
@@ -151,11 +152,11 @@ export class StepEngine {
       }
       throw err;
     } finally {
-      await rm(workDir, { recursive: true, force: true });
+      await workDir.remove();
     }
   }
 
-  private async run(e: ExecutionRecord & { steps: StepRecord[] }, workDir: string): Promise<void> {
+  private async run(e: ExecutionRecord & { steps: StepRecord[] }, workDir: WorkDir): Promise<void> {
     const { db, catalog, logger, workerId } = this.deps;
     const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
     const tool = catalog.get(e.tool);
@@ -282,7 +283,7 @@ export class StepEngine {
     timeoutMs: number,
     previous: StepRecord[],
     prices: PriceList,
-    workDir: string,
+    workDir: WorkDir,
     resumed: StepRecord | undefined,
   ): Promise<StepOutcome> {
     const { db, workerId, leaseTtlMs } = this.deps;
@@ -317,8 +318,10 @@ export class StepEngine {
           }
         },
         prices,
-        workDir,
-        inputFile: (fileId) => this.fetchInput(e, fileId, workDir, controller.signal),
+        get workDir() {
+          return workDir.path;
+        },
+        inputFile: (fileId) => this.fetchInput(e, fileId, workDir.path, controller.signal),
         catalog: this.deps.catalog,
         store: this.deps.store,
         logger: this.deps.logger,
@@ -450,4 +453,24 @@ function summary(a: NewArtifact): ArtifactSummary {
 
 export function newWorkerId(): string {
   return `wrk_${process.pid}_${randomUUID().slice(0, 8)}`;
+}
+
+/**
+ * An execution's scratch folder, created on first use and removed after the execution: steps
+ * that call a provider or write their result from memory (test.sleep, image.generate) never
+ * need one. Created synchronously because the tools read `ctx.workDir` as a plain string; a
+ * mkdtemp is one syscall, next to the media programs of the steps that use it.
+ */
+class WorkDir {
+  private dir: string | undefined;
+  constructor(private readonly prefix: string) {}
+
+  get path(): string {
+    this.dir ??= mkdtempSync(this.prefix);
+    return this.dir;
+  }
+
+  async remove(): Promise<void> {
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
 }
