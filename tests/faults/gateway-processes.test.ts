@@ -79,6 +79,14 @@ it('two processes answer on one port, /metrics sums them, a killed one is replac
   const exited = () => cluster.lines('gateway').some((l) => l.includes('"gateway.process.exited"') && l.includes('"signal":"SIGKILL"'));
   for (let i = 0; i < 100 && !exited(); i++) await sleep(50);
   expect(exited()).toBe(true);
+  // scrapes keep answering while the replacement loads and starts (it is not asked until it
+  // has announced itself), with the survivor's counts
+  for (let i = 0; i < 8; i++) {
+    const t0 = Date.now();
+    expect(await requestCount('/tools/project')).toBeGreaterThan(0);
+    expect(Date.now() - t0).toBeLessThan(1_500);
+    await sleep(150);
+  }
   for (let i = 0; i < 10; i++) expect(await get('/tools/project', p.secret)).toBe(200);
   let now = childrenOf(primary.child.pid!);
   for (let i = 0; i < 100 && !(now.length === 2 && !now.includes(first[0]!)); i++) {

@@ -413,11 +413,17 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
  * Claims an execution for a worker with a lease. Succeeds for queued work, for running
  * work whose lease has expired or was released, and for waiting work (a provider re-check).
  * Returns null when the execution is terminal, waiting for an operator, or held by a live
- * lease. A re-check of waiting work is not counted as an attempt. The execution's recorded
- * steps come back with it (the same statement), so resuming needs no second read.
+ * lease. A re-check of waiting work is not counted as an attempt.
+ *
+ * `firstClaim` is true when the execution was never claimed before: its attempts went from 0
+ * to 1 and started_at was unset (it is now this transaction's time; a waiting execution keeps
+ * its attempts but had started long ago). It then has no recorded steps and the caller need
+ * not read them. Any other claim must read its steps in a statement of its own: a subquery
+ * here would see the snapshot taken before this UPDATE waited for the row lock, and could miss
+ * what the previous lease holder recorded meanwhile.
  */
-export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<(ExecutionRecord & { steps: StepRecord[] }) | null> {
-  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
+export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<(ExecutionRecord & { firstClaim: boolean }) | null> {
+  const res = await prepared<{ rows: (Record<string, unknown> & { first_claim: boolean })[] }>(
     db,
     'tes_claim',
     `UPDATE executions
@@ -426,11 +432,11 @@ export async function claimExecution(db: Knex, id: string, owner: string, leaseT
             attempts = attempts + (CASE WHEN status = 'waiting' THEN 0 ELSE 1 END), updated_at = now()
       WHERE id = ? AND status IN ('queued', 'running', 'waiting')
         AND (lease_owner IS NULL OR lease_expires_at < now())
-      RETURNING ${EXECUTION_SELECT}, ${STEPS_JSON('executions')} AS steps`,
+      RETURNING ${EXECUTION_SELECT}, (attempts = 1 AND started_at = now()) AS first_claim`,
     [owner, leaseTtlMs, id],
   );
   const row = res.rows[0];
-  return row ? { ...toExecution(row), steps: row.steps.map(toStep) } : null;
+  return row ? { ...toExecution(row), firstClaim: row.first_claim } : null;
 }
 
 /** Extends the lease; null means it was lost (expired and taken, or the execution moved on). */

@@ -58,14 +58,24 @@ export class ShutdownCoordinator {
    * Wire SIGTERM and SIGINT; `exit` is main.ts's process.exit. A signal that arrives while
    * stopping (a supervisor and a terminal both signalling, a gateway process told by its
    * primary and by Ctrl-C) joins the stop under way: with no listener left, node's default
-   * action would kill the process in the middle of draining.
+   * action would kill the process in the middle of draining. A second Ctrl-C (SIGINT) exits
+   * at once, with 130.
    */
   installSignalHandlers(exit: (code: number) => void): void {
+    let interrupted = false;
     const onSignal = (signal: NodeJS.Signals) => {
       if (this.stopping) {
-        this.logger.info('process.shutdown.signal_ignored', { signal, reason: 'already stopping' });
+        // Ctrl-C twice: the person at the terminal does not want to wait for the drain
+        if (signal === 'SIGINT' && interrupted) {
+          this.logger.warn('process.shutdown.forced', { signal });
+          exit(130);
+          return;
+        }
+        interrupted ||= signal === 'SIGINT';
+        this.logger.info('process.shutdown.signal_joined', { signal, reason: 'already stopping' });
         return;
       }
+      interrupted = signal === 'SIGINT';
       void this.shutdown(signal).then(exit);
     };
     process.on('SIGTERM', onSignal);

@@ -91,7 +91,7 @@ export function createApp(deps: GatewayDeps): express.Express {
     res.type('application/javascript; charset=utf-8').send(DOCS_INIT);
   });
 
-  const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute);
+  const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute, deps.logger);
   app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (req: Request, res: Response, next: NextFunction) => {
     deps.usage.count((res.locals.auth as AuthContext).projectId);
     checkStorable(req.body, req.query);

@@ -1,5 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
-import { AggregatorRegistry, type Registry } from 'prom-client';
+import { AggregatorRegistry, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+
+type MetricJson = MetricObjectWithValues<MetricValue<string>>;
 import type { Config } from '@tes/config';
 import { HealthServer, type Logger, type Stoppable } from '@tes/observability';
 
@@ -7,43 +9,61 @@ import { HealthServer, type Logger, type Stoppable } from '@tes/observability';
  * The gateway on several cores (GATEWAY_PROCESSES > 1): a primary that serves no request
  * itself forks that many gateway processes, which share PORT (node:cluster hands each new
  * connection to the next process). The primary owns METRICS_PORT: /metrics is the sum of
- * every process's registry (prom-client's AggregatorRegistry), /readyz is ready when every
- * process is up and answers its own checks (broker connected, database answering).
- * A process that dies is replaced (after a pause that grows while they keep dying); SIGTERM
- * stops every process gracefully (each drains its requests and publishes) and then the
- * primary.
+ * every process's registry (prom-client's AggregatorRegistry.aggregate), /readyz is ready
+ * when every process is up and answers its own checks (broker connected, database answering).
+ * Only processes that announced themselves are asked, each with a timeout, so one that is
+ * still loading or hangs never stalls a scrape. A process that dies is replaced (after a
+ * pause that grows while they keep dying); SIGTERM stops every process gracefully (each
+ * drains its requests and publishes) and then the primary.
  */
 
-const READY_REQUEST = 'tes:gateway:ready?';
-const READY_ANSWER = 'tes:gateway:ready';
-const READY_TIMEOUT_MS = 2_000;
+const HELLO = 'tes:gateway:hello';
+const ASK = 'tes:gateway:ask';
+const ANSWER = 'tes:gateway:answer';
+const ASK_TIMEOUT_MS = 2_000;
 
-interface ReadyAnswer {
-  type: typeof READY_ANSWER;
+type Question = 'ready' | 'metrics';
+interface Ask {
+  type: typeof ASK;
   id: number;
-  ok: boolean;
+  question: Question;
+}
+interface Answer {
+  type: typeof ANSWER;
+  id: number;
+  ready?: boolean;
+  metrics?: MetricJson[];
 }
 
-/** In a gateway process under the primary: answer its metrics and readiness questions. */
-export function answerPrimary(registry: Registry, checks: Array<() => Promise<boolean> | boolean>): Stoppable {
-  AggregatorRegistry.setRegistries([registry]);
-  // constructing one installs prom-client's listener for the primary's metrics requests
-  new AggregatorRegistry();
+/**
+ * In a gateway process under the primary: answer its readiness and metrics questions. Called
+ * first thing at start, so a process that is still starting (or cannot start: the database
+ * is down) answers "not ready" at once; `checks()` gives the checks in force (none pass
+ * until the process is up).
+ */
+export function answerPrimary(registry: Registry, checks: () => Array<() => Promise<boolean> | boolean>): Stoppable {
   const onMessage = (message: unknown) => {
-    const m = message as { type?: unknown; id?: unknown } | null;
-    if (m?.type !== READY_REQUEST || typeof m.id !== 'number') return;
+    const m = message as Partial<Ask> | null;
+    if (m?.type !== ASK || typeof m.id !== 'number') return;
     const id = m.id;
     void (async () => {
-      let ok = true;
+      const answer: Answer = { type: ANSWER, id };
       try {
-        for (const check of checks) ok = ok && (await check());
+        if (m.question === 'metrics') {
+          answer.metrics = await registry.getMetricsAsJSON();
+        } else {
+          let ok = true;
+          for (const check of checks()) ok = ok && (await check());
+          answer.ready = ok;
+        }
       } catch {
-        ok = false;
+        answer.ready = false;
       }
-      if (process.connected) process.send?.({ type: READY_ANSWER, id, ok } satisfies ReadyAnswer);
+      if (process.connected) process.send?.(answer);
     })();
   };
   process.on('message', onMessage);
+  process.send?.({ type: HELLO });
   // A primary that dies (SIGKILL) leaves no orphans: node's cluster makes a worker whose IPC
   // channel closes unexpectedly exit at once (lib/internal/cluster/child.js).
   return {
@@ -57,25 +77,47 @@ export function answerPrimary(registry: Registry, checks: Array<() => Promise<bo
 /** In the primary: fork the gateway processes and serve the operations port for all of them. */
 export async function startGatewayCluster(config: Config, logger: Logger): Promise<{ parts: Stoppable[] }> {
   const wanted = config.gatewayProcesses;
+  let started = false;
   let stopping = false;
-  let restarts = 0;
+  /** When processes died lately: the pause before a replacement grows with them (5 minutes' memory). */
+  let recentExits: number[] = [];
   let nextId = 0;
-  const pendingReady = new Map<number, (ok: boolean) => void>();
+  const pending = new Map<number, (answer: Answer | undefined) => void>();
+  /** Processes that announced themselves (their listener is installed). */
+  const announced = new Set<number>();
+  // Each process must finish draining inside the primary's own deadline, or the primary's
+  // stop would give up first and its exit would cut the processes off mid-drain.
+  const margin = Math.min(3_000, Math.floor(config.shutdownTimeoutMs / 4));
+  const processEnv = { SHUTDOWN_TIMEOUT_MS: String(config.shutdownTimeoutMs - margin) };
 
   const fork = (): Worker => {
-    const worker = cluster.fork();
+    const worker = cluster.fork(processEnv);
     worker.on('message', (message: unknown) => {
-      const m = message as Partial<ReadyAnswer> | null;
-      if (m?.type === READY_ANSWER && typeof m.id === 'number') pendingReady.get(m.id)?.(m.ok === true);
+      const m = message as Partial<Answer> | { type?: unknown } | null;
+      if (m?.type === HELLO) announced.add(worker.id);
+      else if (m?.type === ANSWER && typeof (m as Answer).id === 'number') pending.get((m as Answer).id)?.(m as Answer);
     });
+    worker.once('exit', () => announced.delete(worker.id));
     return worker;
   };
 
+  // Replaces a process that died once the cluster is up (during start, a death fails the start).
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping || !started) return;
+    const now = Date.now();
+    recentExits = [...recentExits.filter((t) => now - t < 300_000), now];
+    const delayMs = Math.min(30_000, 250 * 2 ** Math.min(recentExits.length - 1, 7));
+    logger.error('gateway.process.exited', { pid: worker.process.pid, code, signal, restartInMs: delayMs });
+    setTimeout(() => {
+      if (!stopping) fork().once('listening', () => logger.info('gateway.process.replaced', { exitsInFiveMinutes: recentExits.length }));
+    }, delayMs).unref();
+  });
+
   // Start: every process must come up (it listens on PORT once its database, broker and
   // settings are reachable); one that exits first fails the start, as a single process would.
-  const started = Array.from({ length: wanted }, () => fork());
+  const first = Array.from({ length: wanted }, () => fork());
   await Promise.all(
-    started.map(
+    first.map(
       (worker) =>
         new Promise<void>((resolve, reject) => {
           const onExit = (code: number | null, signal: string | null) => reject(new Error(`gateway process ${worker.process.pid} exited during start (${signal ?? code})`));
@@ -91,44 +133,46 @@ export async function startGatewayCluster(config: Config, logger: Logger): Promi
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
     throw err;
   });
+  started = true;
+  // a process that died between its 'listening' and now is replaced like any other
+  for (let i = Object.values(cluster.workers ?? {}).filter((w) => w && !w.isDead()).length; i < wanted; i++) fork();
 
-  cluster.on('exit', (worker, code, signal) => {
-    if (stopping) return;
-    restarts += 1;
-    const delayMs = Math.min(30_000, 250 * 2 ** Math.min(restarts - 1, 7));
-    logger.error('gateway.process.exited', { pid: worker.process.pid, code, signal, restartInMs: delayMs });
-    setTimeout(() => {
-      if (!stopping) fork().once('listening', () => logger.info('gateway.process.replaced', { restarts }));
-    }, delayMs).unref();
-  });
-
-  const aggregator = new AggregatorRegistry();
-  const allReady = async (): Promise<boolean> => {
-    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
-    if (workers.length < wanted) return false;
-    const answers = workers.map(
-      (worker) =>
-        new Promise<boolean>((resolve) => {
-          const id = nextId++;
-          const timer = setTimeout(() => settle(false), READY_TIMEOUT_MS);
-          const settle = (ok: boolean) => {
-            clearTimeout(timer);
-            pendingReady.delete(id);
-            resolve(ok);
-          };
-          pendingReady.set(id, settle);
-          worker.send({ type: READY_REQUEST, id });
-        }),
+  /** Asks every announced process; an answer that does not come within ASK_TIMEOUT_MS is undefined. */
+  const askAll = (question: Question): Promise<(Answer | undefined)[]> => {
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && announced.has(w.id));
+    return Promise.all(
+      workers.map(
+        (worker) =>
+          new Promise<Answer | undefined>((resolve) => {
+            const id = nextId++;
+            const settle = (answer: Answer | undefined) => {
+              clearTimeout(timer);
+              pending.delete(id);
+              resolve(answer);
+            };
+            const timer = setTimeout(() => settle(undefined), ASK_TIMEOUT_MS);
+            pending.set(id, settle);
+            worker.send({ type: ASK, id, question } satisfies Ask);
+          }),
+      ),
     );
-    return (await Promise.all(answers)).every(Boolean);
+  };
+  const allReady = async (): Promise<boolean> => {
+    const answers = await askAll('ready');
+    return answers.length >= wanted && answers.every((a) => a?.ready === true);
+  };
+  const summedMetrics = async (): Promise<string> => {
+    const answers = await askAll('metrics');
+    const each = answers.map((a) => a?.metrics).filter((m): m is MetricJson[] => Array.isArray(m));
+    return each.length > 0 ? AggregatorRegistry.aggregate(each).metrics() : '';
   };
   const health = new HealthServer({
     port: config.metricsPort,
-    registry: { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType },
+    registry: { metrics: summedMetrics, contentType: Registry.PROMETHEUS_CONTENT_TYPE },
     checks: [allReady],
   });
   const metricsPort = await health.start();
-  logger.info('gateway.cluster.started', { processes: wanted, port: config.port, metricsPort, pids: started.map((w) => w.process.pid) });
+  logger.info('gateway.cluster.started', { processes: wanted, port: config.port, metricsPort, pids: first.map((w) => w.process.pid) });
 
   return {
     parts: [

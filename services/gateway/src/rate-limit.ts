@@ -2,6 +2,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Knex } from 'knex';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { AppError } from '@tes/core';
+import type { Logger } from '@tes/observability';
 import type { AuthContext } from './context';
 import { SharedWindowLimiter, type LimitDecision } from './shared-window-limiter';
 
@@ -27,8 +28,14 @@ export class RequestLimits {
   constructor(
     db: Knex,
     readonly perMinute: number,
+    logger?: Logger,
   ) {
-    this.perKey = new SharedWindowLimiter(db, { points: perMinute, windowSeconds: WINDOW_SECONDS, keyPrefix: 'key' });
+    this.perKey = new SharedWindowLimiter(db, {
+      points: perMinute,
+      windowSeconds: WINDOW_SECONDS,
+      keyPrefix: 'key',
+      onStoreError: (err) => logger?.warn('gateway.rate_limit.store_unavailable', { err: (err as Error).message, fallback: 'in-memory limit per process' }),
+    });
   }
 
   private headers(res: Response, r: LimitDecision): void {

@@ -30,6 +30,9 @@ export interface GatewayOptions {
 /** Builds and starts every part of the gateway from config (used by main.ts and tests). */
 export async function startGateway(config: Config, logger: Logger, options: GatewayOptions = {}): Promise<RunningGateway> {
   const metrics = createMetrics('gateway');
+  // Under a cluster primary, answer it from the first moment (not ready until started).
+  let readiness: Array<() => Promise<boolean> | boolean> = [() => false];
+  const ipc = options.clusterWorker ? answerPrimary(metrics.registry, () => readiness) : undefined;
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
   const store = new ObjectStore(config.s3);
   const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
@@ -60,8 +63,9 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
   const checks = [() => amqp.connected, () => pingDb(db)];
   let health: Stoppable;
   let metricsPort = 0;
-  if (options.clusterWorker) {
-    health = answerPrimary(metrics.registry, checks);
+  if (ipc) {
+    readiness = checks;
+    health = ipc;
   } else {
     const server = new HealthServer({ port: config.metricsPort, registry: metrics.registry, checks });
     metricsPort = await server.start();

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { isConnectionError, prepared } from '@tes/db';
+import { prepared } from '@tes/db';
 
 export interface LimitDecision {
   allowed: boolean;
@@ -20,6 +20,10 @@ export interface SharedWindowLimiterOptions {
   maxLease?: number;
   /** How often a replica re-reads the shared counter for a key it has found exhausted. */
   recheckExhaustedMs?: number;
+  /** After the shared counter failed to answer, how long the in-memory stand-in decides alone. */
+  storeRetryMs?: number;
+  /** Told once each time the shared counter starts failing (the stand-in takes over). */
+  onStoreError?: (err: unknown) => void;
   now?: () => number;
 }
 
@@ -52,8 +56,9 @@ interface Slot {
  * so with R replicas a key may be refused up to (R − 1) × (maxLease − 1) points early
  * (≤ 5 % of the limit per extra replica with the default lease). A key found exhausted is
  * refused locally and re-checked against the shared counter at most every
- * `recheckExhaustedMs`. If Postgres cannot answer, an in-memory limiter with the same policy
- * stands in (per replica) rather than letting traffic through unlimited.
+ * `recheckExhaustedMs`. If Postgres cannot answer (any error), an in-memory limiter with the
+ * same policy stands in (per replica) for `storeRetryMs`, rather than letting traffic through
+ * unlimited or making every request wait for the database in turn.
  *
  * rate-limiter-flexible (used for that stand-in and the failed-auth limit) writes to its
  * store on every consume; no maintained library leases points from a shared store, hence
@@ -64,6 +69,9 @@ export class SharedWindowLimiter {
   private readonly insurance: RateLimiterMemory;
   private readonly maxLease: number;
   private readonly recheckMs: number;
+  private readonly storeRetryMs: number;
+  /** Until then the shared counter is not asked (it failed); the stand-in decides. */
+  private storeDownUntil = 0;
   private readonly now: () => number;
   private readonly windowMs: number;
   /** Database round trips made (leases and re-checks); for tests and metrics. */
@@ -76,6 +84,7 @@ export class SharedWindowLimiter {
     this.windowMs = options.windowSeconds * 1000;
     this.maxLease = Math.max(1, Math.floor(options.maxLease ?? Math.min(1000, options.points / 20)));
     this.recheckMs = options.recheckExhaustedMs ?? 1000;
+    this.storeRetryMs = options.storeRetryMs ?? 1000;
     this.now = options.now ?? Date.now;
     this.slots = new LRUCache<string, Slot>({ max: 100_000, ttl: 2 * this.windowMs, updateAgeOnGet: true });
     this.insurance = new RateLimiterMemory({ points: options.points, duration: options.windowSeconds, keyPrefix: options.keyPrefix });
@@ -100,6 +109,8 @@ export class SharedWindowLimiter {
         await slot.pending;
         continue;
       }
+      // the shared counter failed a moment ago: no request waits on it again meanwhile
+      if (now < this.storeDownUntil) return this.fallback(key);
       if (slot?.exhausted && now - slot.checkedAt < this.recheckMs) {
         return { allowed: false, remaining: 0, msBeforeNext: Math.max(0, slot.windowEnd - now) };
       }
@@ -118,8 +129,11 @@ export class SharedWindowLimiter {
       try {
         await lease;
       } catch (err) {
-        // the database cannot answer: the per-replica stand-in decides this request
-        if (!isConnectionError(err)) throw err;
+        // The database cannot answer (down, out of connections, read-only after a failover,
+        // a timeout): the per-replica stand-in decides this request and, for storeRetryMs,
+        // every other one, including those that were waiting on this lease.
+        if (this.now() >= this.storeDownUntil) this.options.onStoreError?.(err);
+        this.storeDownUntil = this.now() + this.storeRetryMs;
         return this.fallback(key);
       }
       if (s.tokens === 0 && s.exhausted) return { allowed: false, remaining: 0, msBeforeNext: Math.max(0, s.windowEnd - this.now()) };

@@ -96,6 +96,26 @@ it('a window that ends starts afresh; an exhausted key is re-checked against the
   expect((await limiter.consume(key)).allowed).toBe(false);
 });
 
+it('a failing store is asked once: the requests waiting on its lease, and the next ones for a while, use the stand-in', async () => {
+  // a database that refuses connections: every lease attempt fails
+  const down = createDb({ url: 'postgres://postgres@127.0.0.1:1/none', poolMax: 1 });
+  const errors: unknown[] = [];
+  try {
+    const limiter = new SharedWindowLimiter(down, { points: 100, windowSeconds: 60, keyPrefix: 'key', onStoreError: (e) => errors.push(e) });
+    const key = freshKey();
+    const started = Date.now();
+    const decisions = await Promise.all(Array.from({ length: 20 }, () => limiter.consume(key)));
+    expect(decisions.every((d) => d.allowed)).toBe(true);
+    expect(limiter.leases).toBe(1); // not one attempt per waiting request
+    expect(errors).toHaveLength(1);
+    for (let i = 0; i < 5; i++) expect((await limiter.consume(key)).allowed).toBe(true);
+    expect(limiter.leases).toBe(1);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  } finally {
+    await down.destroy();
+  }
+});
+
 it('when the database cannot answer, an in-memory limiter with the same policy decides', async () => {
   const down = createDb({ url: 'postgres://postgres@127.0.0.1:1/none', poolMax: 1 });
   try {

@@ -8,6 +8,7 @@ import type { Catalog, PriceList } from '@tes/catalog';
 import { isAppError, MAX_STEPS, newId, sha256Hex, StepError } from '@tes/core';
 import {
   claimExecution,
+  getSteps,
   finishStep,
   getPriceVersion,
   getLiveFile,
@@ -156,7 +157,7 @@ export class StepEngine {
     }
   }
 
-  private async run(e: ExecutionRecord & { steps: StepRecord[] }, workDir: WorkDir): Promise<void> {
+  private async run(e: ExecutionRecord & { firstClaim: boolean }, workDir: WorkDir): Promise<void> {
     const { db, catalog, logger, workerId } = this.deps;
     const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
     const tool = catalog.get(e.tool);
@@ -176,7 +177,7 @@ export class StepEngine {
     const plan = tool.plan(e.arguments);
     // Read once; afterwards kept up to date here with what this worker itself records (the
     // lease fences out every other writer), saving a read per step.
-    let steps = e.steps;
+    let steps = e.firstClaim ? [] : await getSteps(db, e.projectId, [e.id]);
     // The claim just took the lease and read cancel_requested: the first new step needs no
     // second round trip for either.
     let leaseJustTaken = true;

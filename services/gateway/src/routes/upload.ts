@@ -33,22 +33,43 @@ export class UploadSlots {
     return this.inUse;
   }
 
+  /**
+   * Takes a slot before the body is read. It is given back when the handler's work ends
+   * (`run`), or, if the handler never starts (the body could not be read or parsed), when
+   * the response ends or the connection closes. A client that disconnects while its upload
+   * is processed does not free the slot early: the memory is still held until `run` returns.
+   */
   take() {
     return (_req: Request, res: Response, next: NextFunction): void => {
       if (this.inUse >= this.max) {
         throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'too many uploads in progress; retry shortly' } });
       }
       this.inUse += 1;
-      let released = false;
+      const slot = { running: false, released: false };
       const release = () => {
-        if (released) return;
-        released = true;
+        if (slot.released) return;
+        slot.released = true;
         this.inUse -= 1;
       };
-      res.once('finish', release);
-      res.once('close', release);
+      res.locals.uploadSlot = { slot, release };
+      const ifNotRunning = () => {
+        if (!slot.running) release();
+      };
+      res.once('finish', ifNotRunning);
+      res.once('close', ifNotRunning);
       next();
     };
+  }
+
+  /** Runs the handler's work holding the request's slot, and gives the slot back after it. */
+  async run<T>(res: Response, work: () => Promise<T>): Promise<T> {
+    const held = res.locals.uploadSlot as { slot: { running: boolean }; release: () => void } | undefined;
+    if (held) held.slot.running = true;
+    try {
+      return await work();
+    } finally {
+      held?.release();
+    }
   }
 }
 
@@ -56,7 +77,8 @@ export function uploadRoutes(deps: GatewayDeps): Router {
   const router = Router();
   const slots = new UploadSlots(deps.config.uploadConcurrency);
   const parse = express.json({ limit: UPLOAD_BODY_LIMIT_BYTES, strict: true });
-  router.post('/tools/upload', requireScope('tools:execute'), slots.take(), parse, async (req, res) => {
+  // the slot is held until the work below ends, even if the client goes away meanwhile
+  const store = async (req: Request, res: Response): Promise<void> => {
     const auth = authOf(res);
     // read here, after the checks every route had: the same refusal of unstorable text
     checkStorable(req.body, {});
@@ -96,6 +118,7 @@ export function uploadRoutes(deps: GatewayDeps): Router {
     res.status(200).json({
       data: { id: file.id, format: file.format, mimeType: file.mimeType, sizeBytes: file.sizeBytes, sha256: file.sha256, expiresAt: file.expiresAt },
     });
-  });
+  };
+  router.post('/tools/upload', requireScope('tools:execute'), slots.take(), parse, (req: Request, res: Response) => slots.run(res, () => store(req, res)));
   return router;
 }
