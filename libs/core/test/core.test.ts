@@ -34,6 +34,16 @@ describe('ids', () => {
     expect([...ids].sort()).toEqual(ids);
   });
 
+  it('the random part of a new millisecond\'s id is spread over every symbol (the pooled random source)', async () => {
+    const firstSymbols = new Set<string>();
+    for (let i = 0; i < 200; i++) {
+      await new Promise((r) => setTimeout(r, 1)); // a new millisecond: a fresh random part, not an increment
+      firstSymbols.add(newId('exe').slice(4 + 10, 4 + 11));
+    }
+    // 200 draws over 32 symbols leave out fewer than 3 on average
+    expect(firstSymbols.size).toBeGreaterThanOrEqual(24);
+  });
+
   it('isId accepts only the exact shape with the right prefix', () => {
     const id = newId('exe');
     expect(isId('exe', id)).toBe(true);
