@@ -458,7 +458,15 @@ export async function renewLease(
   return row ? { cancelRequested: row.cancel_requested } : null;
 }
 
-/** Records that a step starts (fenced by the lease). False: the lease is gone, stop. */
+/**
+ * Records that a step starts (fenced by the lease). False: the lease is gone, stop.
+ *
+ * The lease check here, in finishStep and in recordExternalRef locks the execution row FOR
+ * SHARE: a claim by another worker (an UPDATE of that row) then waits for this statement's
+ * commit, or this statement waits for the claim's and re-checks the lease owner. A plain
+ * read could pass the check on an old snapshot and commit a step write after the new holder
+ * had read the steps.
+ */
 export async function startStep(
   db: Knex,
   input: { executionId: string; projectId: string; index: number; name: string; owner: string; external?: boolean },
@@ -469,6 +477,7 @@ export async function startStep(
     `INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
      SELECT e.id, e.project_id, ?, ?, 'running', ? FROM executions e
       WHERE e.id = ? AND e.project_id = ? AND e.lease_owner = ? AND e.status = 'running'
+        FOR SHARE
      ON CONFLICT (execution_id, index) DO UPDATE
         SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
      RETURNING 1`,
@@ -523,9 +532,8 @@ export async function finishStep(
        UPDATE execution_steps s
           SET status = ?, cost_micros = ?, checkpoint = ?::jsonb, external_ref = coalesce(?, s.external_ref),
               error_code = ?, finished_at = now()
-         FROM executions e
         WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
-          AND e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running'
+          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running' FOR SHARE)
         RETURNING s.execution_id, s.project_id, s.index
      ), a AS (
        INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
@@ -589,9 +597,8 @@ export async function recordExternalRef(
 ): Promise<boolean> {
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE execution_steps s SET external_ref = ?, checkpoint = coalesce(?::jsonb, s.checkpoint)
-       FROM executions e
       WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
-        AND e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running'
+        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running' FOR SHARE)
       RETURNING 1`,
     [input.externalRef, input.checkpoint ? JSON.stringify(input.checkpoint) : null, input.executionId, input.index, input.owner],
   );

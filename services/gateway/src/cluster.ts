@@ -85,10 +85,17 @@ export async function startGatewayCluster(config: Config, logger: Logger): Promi
   const pending = new Map<number, (answer: Answer | undefined) => void>();
   /** Processes that announced themselves (their listener is installed). */
   const announced = new Set<number>();
+  /**
+   * Each live process's last metrics: a process that misses one scrape (busy past the
+   * timeout) is summed with its previous values, so the sum never falls and Prometheus
+   * never sees a false counter reset. Dropped when the process exits.
+   */
+  const lastMetrics = new Map<number, MetricJson[]>();
   // Each process must finish draining inside the primary's own deadline, or the primary's
   // stop would give up first and its exit would cut the processes off mid-drain.
-  const margin = Math.min(3_000, Math.floor(config.shutdownTimeoutMs / 4));
-  const processEnv = { SHUTDOWN_TIMEOUT_MS: String(config.shutdownTimeoutMs - margin) };
+  // (a process's stop may overrun its deadline by ~100 ms per part, see ShutdownCoordinator)
+  const margin = Math.max(1_000, Math.min(3_000, Math.floor(config.shutdownTimeoutMs / 4)));
+  const processEnv = { SHUTDOWN_TIMEOUT_MS: String(Math.max(0, config.shutdownTimeoutMs - margin)) };
 
   const fork = (): Worker => {
     const worker = cluster.fork(processEnv);
@@ -97,7 +104,11 @@ export async function startGatewayCluster(config: Config, logger: Logger): Promi
       if (m?.type === HELLO) announced.add(worker.id);
       else if (m?.type === ANSWER && typeof (m as Answer).id === 'number') pending.get((m as Answer).id)?.(m as Answer);
     });
-    worker.once('exit', () => announced.delete(worker.id));
+    worker.on('error', (err: Error) => logger.warn('gateway.process.ipc_error', { pid: worker.process.pid, err: err.message }));
+    worker.once('exit', () => {
+      announced.delete(worker.id);
+      lastMetrics.delete(worker.id);
+    });
     return worker;
   };
 
@@ -138,32 +149,38 @@ export async function startGatewayCluster(config: Config, logger: Logger): Promi
   for (let i = Object.values(cluster.workers ?? {}).filter((w) => w && !w.isDead()).length; i < wanted; i++) fork();
 
   /** Asks every announced process; an answer that does not come within ASK_TIMEOUT_MS is undefined. */
-  const askAll = (question: Question): Promise<(Answer | undefined)[]> => {
+  const askAll = (question: Question): Promise<{ workerId: number; answer: Answer | undefined }[]> => {
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected() && announced.has(w.id));
     return Promise.all(
       workers.map(
         (worker) =>
-          new Promise<Answer | undefined>((resolve) => {
+          new Promise<{ workerId: number; answer: Answer | undefined }>((resolve) => {
             const id = nextId++;
             const settle = (answer: Answer | undefined) => {
               clearTimeout(timer);
               pending.delete(id);
-              resolve(answer);
+              resolve({ workerId: worker.id, answer });
             };
             const timer = setTimeout(() => settle(undefined), ASK_TIMEOUT_MS);
             pending.set(id, settle);
-            worker.send({ type: ASK, id, question } satisfies Ask);
+            // a process that died a moment ago may still look connected: a failed send is a
+            // missing answer, never an unhandled 'error' that would take the primary down
+            worker.send({ type: ASK, id, question } satisfies Ask, (err: Error | null) => {
+              if (err) settle(undefined);
+            });
           }),
       ),
     );
   };
   const allReady = async (): Promise<boolean> => {
     const answers = await askAll('ready');
-    return answers.length >= wanted && answers.every((a) => a?.ready === true);
+    return answers.length >= wanted && answers.every((a) => a.answer?.ready === true);
   };
   const summedMetrics = async (): Promise<string> => {
-    const answers = await askAll('metrics');
-    const each = answers.map((a) => a?.metrics).filter((m): m is MetricJson[] => Array.isArray(m));
+    for (const { workerId, answer } of await askAll('metrics')) {
+      if (Array.isArray(answer?.metrics)) lastMetrics.set(workerId, answer.metrics);
+    }
+    const each = [...lastMetrics.values()];
     return each.length > 0 ? AggregatorRegistry.aggregate(each).metrics() : '';
   };
   const health = new HealthServer({

@@ -35,6 +35,7 @@ export class RequestLimits {
       windowSeconds: WINDOW_SECONDS,
       keyPrefix: 'key',
       onStoreError: (err) => logger?.warn('gateway.rate_limit.store_unavailable', { err: (err as Error).message, fallback: 'in-memory limit per process' }),
+      onStoreRecovered: () => logger?.info('gateway.rate_limit.store_recovered', {}),
     });
   }
 

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
-import { prepared } from '@tes/db';
+import { isConnectionError, prepared } from '@tes/db';
 
 export interface LimitDecision {
   allowed: boolean;
@@ -24,6 +24,8 @@ export interface SharedWindowLimiterOptions {
   storeRetryMs?: number;
   /** Told once each time the shared counter starts failing (the stand-in takes over). */
   onStoreError?: (err: unknown) => void;
+  /** Told once when a probe finds the shared counter answering again. */
+  onStoreRecovered?: () => void;
   now?: () => number;
 }
 
@@ -70,7 +72,9 @@ export class SharedWindowLimiter {
   private readonly maxLease: number;
   private readonly recheckMs: number;
   private readonly storeRetryMs: number;
-  /** Until then the shared counter is not asked (it failed); the stand-in decides. */
+  /** The shared counter failed and no probe has succeeded since: the stand-in decides. */
+  private storeDown = false;
+  /** While the counter is down, the next probe may start at this time. */
   private storeDownUntil = 0;
   private readonly now: () => number;
   private readonly windowMs: number;
@@ -109,10 +113,15 @@ export class SharedWindowLimiter {
         await slot.pending;
         continue;
       }
-      // the shared counter failed a moment ago: no request waits on it again meanwhile
-      if (now < this.storeDownUntil) return this.fallback(key);
-      if (slot?.exhausted && now - slot.checkedAt < this.recheckMs) {
+      // a key known to be used up this window stays refused, whatever the database does
+      if (slot?.exhausted && (now - slot.checkedAt < this.recheckMs || this.storeDown) && slot.windowEnd > now) {
         return { allowed: false, remaining: 0, msBeforeNext: Math.max(0, slot.windowEnd - now) };
+      }
+      if (this.storeDown) {
+        // the shared counter is failing: one request at a time probes it (every
+        // storeRetryMs); all others are decided by the stand-in without waiting on it
+        if (now < this.storeDownUntil) return this.fallback(key);
+        this.storeDownUntil = now + this.storeRetryMs;
       }
       if (!slot) {
         slot = { windowEnd: 0, tokens: 0, counted: 0, exhausted: false, checkedAt: 0, nextLease: 1 };
@@ -128,11 +137,18 @@ export class SharedWindowLimiter {
       );
       try {
         await lease;
+        if (this.storeDown) {
+          this.storeDown = false;
+          this.options.onStoreRecovered?.();
+        }
       } catch (err) {
         // The database cannot answer (down, out of connections, read-only after a failover,
-        // a timeout): the per-replica stand-in decides this request and, for storeRetryMs,
-        // every other one, including those that were waiting on this lease.
-        if (this.now() >= this.storeDownUntil) this.options.onStoreError?.(err);
+        // a timeout): the per-replica stand-in decides this request and, until a probe
+        // succeeds, every other one, including those that were waiting on this lease. Any
+        // other error is a fault of ours and is not hidden behind the stand-in.
+        if (!storeUnavailable(err)) throw err;
+        if (!this.storeDown) this.options.onStoreError?.(err);
+        this.storeDown = true;
         this.storeDownUntil = this.now() + this.storeRetryMs;
         return this.fallback(key);
       }
@@ -182,4 +198,16 @@ export class SharedWindowLimiter {
       return { allowed: false, remaining: 0, msBeforeNext: rejection.msBeforeNext };
     }
   }
+}
+
+/**
+ * Errors that mean the shared counter cannot answer now: connection failures, the pool's
+ * acquire timeout, too many connections (53300), shutdown or recovery (57P01-57P03), a
+ * read-only server after a failover (25006), a cancelled or timed-out statement (57014).
+ */
+function storeUnavailable(err: unknown): boolean {
+  if (isConnectionError(err)) return true;
+  const e = err as { code?: unknown; name?: unknown } | null;
+  if (e?.name === 'KnexTimeoutError') return true;
+  return typeof e?.code === 'string' && ['53300', '57P01', '57P02', '57P03', '25006', '57014'].includes(e.code);
 }

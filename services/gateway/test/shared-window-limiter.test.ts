@@ -1,3 +1,4 @@
+import net from 'node:net';
 import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
 import { createTestDatabase, type TestDatabase } from '@tes/testing';
@@ -126,5 +127,85 @@ it('when the database cannot answer, an in-memory limiter with the same policy d
     expect(allowed).toEqual([true, true, true, false, false]);
   } finally {
     await down.destroy();
+  }
+});
+
+/** A TCP relay to the test database that can be cut: the database "goes away" for the client. */
+async function cuttableRelay(): Promise<{ url: string; cut: () => Promise<void>; restore: () => Promise<void> }> {
+  const target = new URL(database.url);
+  const sockets = new Set<net.Socket>();
+  let server = net.createServer();
+  const listen = async (port: number) => {
+    server = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on('close', () => sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
+    return (server.address() as net.AddressInfo).port;
+  };
+  const port = await listen(0);
+  const url = new URL(database.url);
+  url.hostname = '127.0.0.1';
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    cut: async () => {
+      await new Promise<void>((r) => {
+        server.close(() => r());
+        for (const s of sockets) s.destroy();
+      });
+    },
+    restore: async () => {
+      await listen(port);
+    },
+  };
+}
+
+it('while the shared counter is unreachable a used-up key stays refused, other keys use the stand-in, and a probe brings the counter back', async () => {
+  const relay = await cuttableRelay();
+  const viaRelay = createDb({ url: relay.url, poolMax: 2 });
+  const events: string[] = [];
+  let clock = Date.now();
+  try {
+    const limiter = new SharedWindowLimiter(viaRelay, {
+      points: 3,
+      windowSeconds: 60,
+      keyPrefix: 'key',
+      storeRetryMs: 1000,
+      now: () => clock,
+      onStoreError: () => events.push('down'),
+      onStoreRecovered: () => events.push('up'),
+    });
+    const used = freshKey();
+    for (let i = 0; i < 3; i++) expect((await limiter.consume(used)).allowed).toBe(true);
+    expect((await limiter.consume(used)).allowed).toBe(false);
+    await relay.cut();
+    clock += 1500; // past the exhausted key's re-check interval
+    const other = freshKey();
+    expect((await limiter.consume(other)).allowed).toBe(true); // the stand-in (the lease failed)
+    expect(events).toEqual(['down']);
+    for (let i = 0; i < 5; i++) expect((await limiter.consume(used)).allowed).toBe(false);
+    const leasesWhileDown = limiter.leases;
+    expect((await limiter.consume(other)).allowed).toBe(true);
+    expect(limiter.leases).toBe(leasesWhileDown); // no probe before storeRetryMs
+    await relay.restore();
+    clock += 1100;
+    await viaRelay.destroy(); // drop the pool's dead connections; the next lease reconnects
+    const fresh = createDb({ url: relay.url, poolMax: 2 });
+    (limiter as unknown as { db: Knex }).db = fresh;
+    try {
+      expect((await limiter.consume(freshKey())).allowed).toBe(true);
+      expect(events).toEqual(['down', 'up']);
+    } finally {
+      await fresh.destroy();
+    }
+  } finally {
+    await viaRelay.destroy().catch(() => undefined);
+    await relay.cut().catch(() => undefined);
   }
 });
