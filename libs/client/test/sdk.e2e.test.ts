@@ -197,7 +197,12 @@ describe('reads and typed errors', () => {
     const page = await c.executions({ tool: 'test.sleep', limit: 5 });
     expect(page.data.map((e) => e.id)).toEqual([execution.id]);
     expect(page.hasMore).toBe(false);
-    const usage = await c.usage();
+    // request counts are written in batches (every 50 ms here): wait for the first batch
+    let usage = await c.usage();
+    for (let i = 0; i < 40 && usage.requestCount === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      usage = await c.usage();
+    }
     expect(usage).toMatchObject({ currency: 'usd', monthlyCapMicros: 1_000_000 });
     expect(usage.requestCount).toBeGreaterThan(0);
   });
