@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import path from 'node:path';
 import readline from 'node:readline';
 import amqplib from 'amqplib';
@@ -12,7 +11,7 @@ import { loadConfig } from '@tes/config';
 import { createDb } from '@tes/db';
 import { deleteTopology, topologyNames } from '@tes/messaging';
 import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { createTestDatabase, freePort, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
 
 /**
  * The whole service as real processes: the COMPILED gateway, worker and relay
@@ -76,46 +75,7 @@ export function assertFreshBuild(): void {
   }
 }
 
-/** Ports this process handed out already (a child may not have bound its port yet). */
-const handedOut = new Set<number>();
-
-/**
- * A free port for a child to bind. Under jest, each worker draws from its own range below
- * the kernel's ephemeral range (20000 + 1000 × worker), so two test files started at once
- * never get the same port (asking the kernel for port 0 and closing it again raced: another
- * file's child could take it in between, and a readiness probe then reached the wrong
- * process). Outside jest: a kernel-assigned port.
- */
-export async function freePort(): Promise<number> {
-  const worker = Number(process.env.JEST_WORKER_ID ?? 0);
-  if (worker > 0) {
-    const base = 20_000 + ((worker - 1) % 12) * 1_000;
-    for (let attempt = 0; attempt < 200; attempt++) {
-      const port = base + Math.floor(Math.random() * 1_000);
-      if (handedOut.has(port)) continue;
-      if (await canBind(port)) {
-        handedOut.add(port);
-        return port;
-      }
-    }
-  }
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function canBind(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.createServer();
-    s.once('error', () => resolve(false));
-    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
-  });
-}
+export { freePort };
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 

@@ -1,6 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import { seedProject } from '@tes/testing';
+import { childPids, seedProject } from '@tes/testing';
 import { Cluster, httpStatus, sleep } from './cluster';
 
 /**
@@ -18,22 +17,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster?.shutdown();
 }, 60_000);
-
-/** Live children of a process, from /proc (ppid is the 4th field of /proc/<pid>/stat). */
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === pid && fields[0] !== 'Z') out.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out.sort((a, b) => a - b);
-}
 
 /** One request on a connection of its own, so the primary hands each to the next process. */
 function get(path: string, secret: string): Promise<number> {
@@ -63,7 +46,7 @@ async function requestCount(route: string): Promise<number> {
 
 it('two processes answer on one port, /metrics sums them, a killed one is replaced, SIGTERM stops all', async () => {
   const primary = cluster.process('gateway')!;
-  const first = childrenOf(primary.child.pid!);
+  const first = childPids(primary.child.pid!);
   expect(first).toHaveLength(2);
 
   const p = await seedProject(cluster.db);
@@ -88,10 +71,10 @@ it('two processes answer on one port, /metrics sums them, a killed one is replac
     await sleep(150);
   }
   for (let i = 0; i < 10; i++) expect(await get('/tools/project', p.secret)).toBe(200);
-  let now = childrenOf(primary.child.pid!);
+  let now = childPids(primary.child.pid!);
   for (let i = 0; i < 100 && !(now.length === 2 && !now.includes(first[0]!)); i++) {
     await sleep(100);
-    now = childrenOf(primary.child.pid!);
+    now = childPids(primary.child.pid!);
   }
   expect(now).toHaveLength(2);
   expect(now).toContain(first[1]);
@@ -101,7 +84,7 @@ it('two processes answer on one port, /metrics sums them, a killed one is replac
   // SIGTERM to the primary: every process drains and exits, then the primary, with 0
   const exit = await cluster.stop('gateway', 15_000);
   expect(exit).toEqual({ code: 0, signal: null });
-  expect(childrenOf(primary.child.pid!)).toEqual([]);
+  expect(childPids(primary.child.pid!)).toEqual([]);
   for (const pid of now) expect(() => process.kill(pid, 0)).toThrow();
   expect(await httpStatus(`${cluster.baseUrl}/tools`)).toBeNull();
 }, 60_000);
@@ -110,7 +93,7 @@ it('two processes answer on one port, /metrics sums them, a killed one is replac
 // keeps that property from being lost to a change of process model
 it('if the primary is killed, its processes stop by themselves rather than run on unsupervised', async () => {
   const primary = await cluster.start('gateway');
-  const children = childrenOf(primary.child.pid!);
+  const children = childPids(primary.child.pid!);
   expect(children).toHaveLength(2);
   await cluster.kill('gateway');
   const alive = () => children.filter((pid) => {

@@ -3,3 +3,4 @@ export * from './database';
 export * from './logs';
 export * from './seed';
 export * from './openapi';
+export * from './processes';

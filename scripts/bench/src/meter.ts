@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { childPids } from '@tes/testing';
 
 /**
  * Where the CPU went during a benchmark, read from /proc: each labelled child, all
@@ -111,15 +112,6 @@ export function rssMb(pid: number): number | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** Live children of a process (the gateway's cluster processes). */
-export function childPids(pid: number): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (/^\d+$/.test(entry) && readStat(entry)?.ppid === pid) out.push(Number(entry));
-  }
-  return out;
 }
 
 /**

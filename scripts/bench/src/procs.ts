@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 
 /**
@@ -23,17 +22,7 @@ const children = new Set<Child>();
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** A port the OS says is free on 127.0.0.1 now (a hint: the child fails loudly if it is taken). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '@tes/testing';
 
 function track(name: string, proc: ChildProcess, logFile: string, log: WriteStream): Child {
   if (proc.pid === undefined) throw new Error(`${name}: could not start`);

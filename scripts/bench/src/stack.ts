@@ -7,8 +7,8 @@ import { Catalog } from '@tes/catalog';
 import { createDb, type Db } from '@tes/db';
 import { deleteTopology, topologyNames } from '@tes/messaging';
 import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
-import { childPids, rssMb } from './meter';
+import { childPids, createTestDatabase, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { rssMb } from './meter';
 import { RATE_LIMIT_PER_MINUTE, type BenchOptions } from './options';
 import { freePort, startNode, stopChild, waitHttpOk, type Child } from './procs';
 
