@@ -258,20 +258,17 @@ export async function getExecution(db: Knex, projectId: string, id: string): Pro
  * An execution of the project with its steps, in one round trip (the status poll, the most
  * frequent read of the API).
  */
-/** The steps of the execution row aliased `alias`, in order, as one JSON array (read by toStep). */
-const STEPS_JSON = (alias: string) => `coalesce((SELECT json_agg(json_build_object(
-    'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
-    'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
-    'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
-    'finished_at', s.finished_at) ORDER BY s.index)
-    FROM execution_steps s WHERE s.execution_id = ${alias}.id AND s.project_id = ${alias}.project_id), '[]'::json)`;
-
 export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<{ execution: ExecutionRecord; steps: StepRecord[] } | null> {
   const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
     db,
     'tes_execution_poll',
     `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
-            ${STEPS_JSON('e')} AS steps
+            coalesce((SELECT json_agg(json_build_object(
+                        'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
+                        'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
+                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
+                        'finished_at', s.finished_at) ORDER BY s.index)
+                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps
        FROM executions e WHERE e.id = ? AND e.project_id = ?`,
     [id, projectId],
   );

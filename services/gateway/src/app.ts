@@ -13,7 +13,6 @@ import { toolRoutes } from './routes/tools';
 import { uploadRoutes } from './routes/upload';
 import { RequestLimits } from './rate-limit';
 import { checkStorable } from './body-checks';
-export { MAX_JSON_DEPTH } from './body-checks';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
