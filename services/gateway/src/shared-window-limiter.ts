@@ -44,6 +44,11 @@ interface Slot {
   pending?: Promise<void>;
 }
 
+/** A key's slot before its first lease of a window. */
+function freshSlot(nextLease: number): Slot {
+  return { windowEnd: 0, tokens: 0, counted: 0, exhausted: false, checkedAt: 0, nextLease };
+}
+
 /**
  * A fixed-window limit per key whose count lives in Postgres (table `rate_limits`, shared
  * by every gateway replica) without a database write per request. A replica takes points
@@ -58,9 +63,10 @@ interface Slot {
  * so with R replicas a key may be refused up to (R − 1) × (maxLease − 1) points early
  * (≤ 5 % of the limit per extra replica with the default lease). A key found exhausted is
  * refused locally and re-checked against the shared counter at most every
- * `recheckExhaustedMs`. If Postgres cannot answer (any error), an in-memory limiter with the
- * same policy stands in (per replica) for `storeRetryMs`, rather than letting traffic through
- * unlimited or making every request wait for the database in turn.
+ * `recheckExhaustedMs`. If Postgres cannot answer (see storeUnavailable), an in-memory limiter
+ * with the same policy stands in (per replica) until a probe, one every `storeRetryMs`, finds
+ * it answering again, rather than letting traffic through unlimited or making every request
+ * wait for the database in turn; a key known to be used up stays refused meanwhile.
  *
  * rate-limiter-flexible (used for that stand-in and the failed-auth limit) writes to its
  * store on every consume; no maintained library leases points from a shared store, hence
@@ -102,7 +108,7 @@ export class SharedWindowLimiter {
       let slot = this.slots.get(key);
       if (slot && slot.windowEnd <= now && !slot.pending) {
         // a new window: the lease size carries over, halved, so a busy key stays cheap
-        slot = { windowEnd: 0, tokens: 0, counted: 0, exhausted: false, checkedAt: 0, nextLease: Math.max(1, Math.floor(slot.nextLease / 2)) };
+        slot = freshSlot(Math.max(1, Math.floor(slot.nextLease / 2)));
         this.slots.set(key, slot);
       }
       if (slot && slot.tokens > 0) {
@@ -124,7 +130,7 @@ export class SharedWindowLimiter {
         this.storeDownUntil = now + this.storeRetryMs;
       }
       if (!slot) {
-        slot = { windowEnd: 0, tokens: 0, counted: 0, exhausted: false, checkedAt: 0, nextLease: 1 };
+        slot = freshSlot(1);
         this.slots.set(key, slot);
       }
       const s = slot;
