@@ -74,12 +74,6 @@ async function once(durationSec: number, overallRate?: number): Promise<Autocann
   });
 }
 
-/**
- * Open loop at `rate` requests/s, evenly spaced: request i leaves at start + i/rate whether
- * or not earlier ones were answered (keep-alive sockets, at most `connections` + what a
- * backlog needs). Latency is measured from the scheduled send time, so a stalled server
- * is charged for the wait it causes (no coordinated omission).
- */
 /** One request on the keep-alive `agent`; resolves with its status, or 0 on a socket error or timeout. */
 function sendOne(agent: http.Agent, req: AutocannonRequest, counters: { errors: number; timeouts: number }): Promise<number> {
   return new Promise<number>((resolve) => {

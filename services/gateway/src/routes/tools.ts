@@ -70,8 +70,8 @@ export function toolRoutes(deps: GatewayDeps): Router {
 
     // A resend is answered from its binding whatever else has changed since (the price, the
     // tool's availability, …): the original execution stands. A fresh submit does not pay
-    // for a lookup: the insert below finds an existing binding itself (ON CONFLICT), and a
-    // check that fails looks for the binding before refusing.
+    // for a lookup: submitExecution finds an existing binding itself (its insert fails on the
+    // binding's unique index), and a check that fails looks for the binding before refusing.
     let input: ResolvedInput;
     let priceVersion: string;
     let reservedMicros: number;
