@@ -57,9 +57,19 @@ export interface PutOptions {
 
 export interface PresignOptions {
   key: string;
-  expiresInSeconds: number;
+  /** The longest the URL may work, in seconds. */
+  maxSeconds: number;
+  /** The URL must stop working by then (the object's own end of life). */
+  notAfter: Date;
   contentType: string;
   fileName: string;
+}
+
+export interface PresignedGet {
+  url: string;
+  /** When the URL stops working: never after `notAfter`. */
+  expiresAt: Date;
+  ttlSeconds: number;
 }
 
 /** Private object storage: the only thing clients ever see is a short-lived presigned GET. */
@@ -117,19 +127,32 @@ export class ObjectStore {
     await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
   }
 
-  /** A GET URL valid for at most `expiresInSeconds`, carrying no API key, serving the exact content type. */
-  async presignGet(o: PresignOptions): Promise<string> {
+  /**
+   * A GET URL that works for at most `maxSeconds` and never after `notAfter`, carries no API
+   * key, serves the exact content type as an attachment and tells every cache not to keep the
+   * bytes (`Cache-Control: private, no-store`, an override the signature covers). Null when
+   * less than a second is left before `notAfter`. SigV4 counts whole seconds from a signing
+   * time truncated to the second, so the URL is signed at that truncated time and its
+   * lifetime cut to end at or before `notAfter` (with a second left, it is at least 1 s).
+   */
+  async presignGet(o: PresignOptions): Promise<PresignedGet | null> {
+    const now = Date.now();
+    if (!(o.notAfter.getTime() - now >= 1000)) return null;
+    const signedAtSeconds = Math.floor(now / 1000);
+    const ttlSeconds = Math.min(o.maxSeconds, Math.floor(o.notAfter.getTime() / 1000 - signedAtSeconds));
     const safeName = o.fileName.replace(/[^A-Za-z0-9._-]/g, '_');
-    return getSignedUrl(
+    const url = await getSignedUrl(
       this.publicClient,
       new GetObjectCommand({
         Bucket: this.bucket,
         Key: o.key,
         ResponseContentType: o.contentType,
         ResponseContentDisposition: `attachment; filename="${safeName}"`,
+        ResponseCacheControl: 'private, no-store',
       }),
-      { expiresIn: o.expiresInSeconds },
+      { expiresIn: ttlSeconds, signingDate: new Date(signedAtSeconds * 1000) },
     );
+    return { url, expiresAt: new Date((signedAtSeconds + ttlSeconds) * 1000), ttlSeconds };
   }
 
   close(): void {

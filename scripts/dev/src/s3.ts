@@ -8,8 +8,9 @@ import type { Settings } from './settings';
 
 /**
  * Object storage for the services. With S3_ENDPOINT unset, an embedded S3-compatible
- * server (s3rver, which checks SigV4 signatures like real S3) runs inside this process on
- * the services' default endpoint, keeping objects in .data/s3 across restarts.
+ * server (s3rver, which like real S3 answers only requests with a valid SigV4 signature)
+ * runs inside this process on the services' default endpoint, keeping objects in .data/s3
+ * across restarts.
  * Either way the bucket is created when missing. Returns the variables the children need.
  */
 export async function prepareStorage(settings: Settings, lifecycle: Lifecycle): Promise<Record<string, string>> {
@@ -30,7 +31,7 @@ export async function prepareStorage(settings: Settings, lifecycle: Lifecycle): 
       throw err;
     }
     await lifecycle.add({ name: 'embedded S3', stop: () => s3.stop() });
-    // the embedded server only knows its own fixed credentials
+    // the embedded server only knows the key pair it made for this run
     env.S3_ENDPOINT = s3.endpoint;
     env.S3_ACCESS_KEY_ID = s3.accessKeyId;
     env.S3_SECRET_ACCESS_KEY = s3.secretAccessKey;

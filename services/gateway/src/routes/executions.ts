@@ -81,14 +81,22 @@ export function executionRoutes(deps: GatewayDeps): Router {
     const a = isId('art', artifactId) ? await getArtifact(db, e.projectId, e.id, artifactId) : null;
     if (!a) throw new AppError('artifact_not_found');
     if (a.deletedAt || a.expiresAt.getTime() <= Date.now()) throw new AppError('artifact_expired');
-    const ttl = Math.min(deps.config.presignTtlSeconds, 300);
-    const issuedAt = Date.now();
-    const url = await deps.store.presignGet({ key: a.storageKey, expiresInSeconds: ttl, contentType: a.mimeType, fileName: a.fileName });
-    deps.logger.info('gateway.artifact.presigned', { requestId: res.locals.requestId, executionId: e.id, artifactId: a.id, ttlSeconds: ttl });
+    // A URL must not outlive its artifact: past expiresAt the API says artifact_expired, but
+    // the object stays until the janitor's next sweep, and an older URL would still serve it.
+    // Under a second left: expired already.
+    const presigned = await deps.store.presignGet({
+      key: a.storageKey,
+      maxSeconds: Math.min(deps.config.presignTtlSeconds, 300),
+      notAfter: a.expiresAt,
+      contentType: a.mimeType,
+      fileName: a.fileName,
+    });
+    if (!presigned) throw new AppError('artifact_expired');
+    deps.logger.info('gateway.artifact.presigned', { requestId: res.locals.requestId, executionId: e.id, artifactId: a.id, ttlSeconds: presigned.ttlSeconds });
     res.json({
       data: {
-        url,
-        expiresAt: new Date(issuedAt + ttl * 1000).toISOString(),
+        url: presigned.url,
+        expiresAt: presigned.expiresAt.toISOString(),
         mimeType: a.mimeType,
         sizeBytes: a.sizeBytes,
         sha256: a.sha256,
