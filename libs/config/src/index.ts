@@ -40,6 +40,12 @@ export interface Config {
   readonly usageFlushIntervalMs: number;
   readonly outboxSweepIntervalMs: number;
   readonly outboxGraceMs: number;
+  /**
+   * A queued execution nobody claimed by then has its message published again by the relay
+   * (its message may have been lost: a purged queue, a failed node); later re-publications
+   * come at intervals that grow with its age, up to 30 minutes.
+   */
+  readonly dispatchDeadlineMs: number;
   readonly janitorIntervalMs: number;
   readonly stateMetricsIntervalMs: number;
   readonly ledgerAuditIntervalMs: number;
@@ -178,6 +184,7 @@ export function loadConfig(env: Env = process.env): Config {
     usageFlushIntervalMs: int('USAGE_FLUSH_INTERVAL_MS', 1_000, 10, 60_000),
     outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
+    dispatchDeadlineMs: int('DISPATCH_DEADLINE_MS', 60_000, 100, 3_600_000),
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
     stateMetricsIntervalMs: int('STATE_METRICS_INTERVAL_MS', 10_000, 100, 3_600_000),
     ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 600_000, 100, 86_400_000),

@@ -1,7 +1,8 @@
 import type { Knex } from 'knex';
 import { AppError, digestSecret, newId, type Role, type Scope } from '@tes/core';
 import { postJournal } from './ledger';
-import { iso, monthKey } from './time';
+import { iso } from './time';
+import { isUniqueViolation } from './pg-errors';
 
 export interface ProjectRecord {
   id: string;
@@ -59,7 +60,7 @@ export async function getProject(db: Knex, projectId: string): Promise<ProjectRe
       'p.available_micros',
       'p.reserved_micros',
       'p.monthly_cap_micros',
-      db.raw('CASE WHEN p.cap_month = ?::date THEN p.month_charged_micros ELSE 0 END AS month_charged_micros', [monthKey()]),
+      db.raw('CASE WHEN p.cap_month >= tes_month() THEN p.month_charged_micros ELSE 0 END AS month_charged_micros'),
     )
     .where('p.id', projectId)
     .first();
@@ -134,9 +135,38 @@ export async function revokeApiKey(db: Knex, keyId: string): Promise<{ id: strin
 export async function creditBalance(
   db: Knex,
   input: { projectId: string; micros: number; reference?: string | null },
-): Promise<{ availableMicros: number }> {
+): Promise<{ availableMicros: number; replayed?: true }> {
   if (!Number.isSafeInteger(input.micros) || input.micros <= 0) throw new Error('credit must be a positive whole number of micros');
+  try {
+    return await creditOnce(db, input);
+  } catch (err) {
+    // A concurrent twin with the same reference committed first (the unique index
+    // ledger_credit_reference_idx): this one changed nothing; answer as its replay.
+    if (!isUniqueViolation(err) || !input.reference) throw err;
+    return creditOnce(db, input);
+  }
+}
+
+/**
+ * A credit and its journal entries in one transaction. A reference names a credit once per
+ * project (an invoice, a payment id): a retried credit with the same reference and amount is
+ * a no-op that answers the balance; the same reference with another amount is refused.
+ */
+async function creditOnce(db: Knex, input: { projectId: string; micros: number; reference?: string | null }): Promise<{ availableMicros: number; replayed?: true }> {
   return db.transaction(async (trx) => {
+    if (input.reference) {
+      const prior = await trx('ledger_entries')
+        .select('amount_micros')
+        .where({ project_id: input.projectId, kind: 'credit', account: 'available', reference: input.reference })
+        .first();
+      if (prior) {
+        if (Number(prior.amount_micros) !== input.micros) {
+          throw new AppError('invalid_request', `reference ${input.reference} was already used for a credit of ${prior.amount_micros} micros`);
+        }
+        const p = await trx('projects').select('available_micros').where({ id: input.projectId }).first();
+        return { availableMicros: p.available_micros as number, replayed: true as const };
+      }
+    }
     const rows = await trx('projects')
       .where({ id: input.projectId })
       .increment('available_micros', input.micros)

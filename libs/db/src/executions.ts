@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { prepared } from './prepared';
 import { isUniqueViolation } from './pg-errors';
 import { AppError, type ExecutionStatus } from '@tes/core';
-import { iso, monthKey } from './time';
+import { iso } from './time';
 
 export interface ArtifactSummary {
   id: string;
@@ -141,6 +141,10 @@ export interface SubmitInput {
   idempotencyKey: string;
   requestDigest: string;
   routingKey: string;
+  /** The uploads the arguments name: each must still be live when the submit commits. */
+  fileIds?: readonly string[];
+  /** A queued execution nobody claimed by then is published again by the relay. */
+  dispatchDeadlineMs: number;
 }
 
 export type SubmitResult =
@@ -160,22 +164,38 @@ export type SubmitResult =
  * the index the same way. Either outcome is then answered from the existing binding. The
  * balance row is locked by the statement's first part and held only to its commit (no
  * client round trip while it is held).
+ *
+ * The uploads the arguments name are locked FOR SHARE and must be live: the janitor, which
+ * locks an expired file FOR UPDATE before deleting it, either waits for this commit (and then
+ * sees the execution_files rows, so keeps the file until the execution ends) or has deleted it
+ * already (then the file no longer qualifies and nothing is written). The month of the cap
+ * comes from the database's clock (tes_month()), never from a process's.
  */
-const SUBMIT_SQL = `WITH p AS (
+const SUBMIT_SQL = `WITH f AS (
+     SELECT id FROM files
+      WHERE project_id = ? AND id = ANY(?::text[]) AND deleted_at IS NULL AND expires_at > tes_now()
+        FOR SHARE
+   ), p AS (
      UPDATE projects
         SET available_micros = available_micros - ?::bigint,
             reserved_micros = reserved_micros + ?::bigint
       WHERE id = ?
         AND available_micros >= ?::bigint
         AND (monthly_cap_micros IS NULL
-             OR (CASE WHEN cap_month = ?::date THEN month_charged_micros ELSE 0 END)
+             OR (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END)
                 + reserved_micros + ?::bigint <= monthly_cap_micros)
+        AND (SELECT count(*) FROM f) = cardinality(?::text[])
       RETURNING id
    ), e AS (
      INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
-       total_steps, reserved_micros, idempotency_key, request_digest)
-     SELECT ?::text, p.id, ?::text, ?::text, ?::text, ?::text, 'queued', ?::jsonb, ?::text, ?::int, ?::bigint, ?::text, ?::text FROM p
+       total_steps, reserved_micros, idempotency_key, request_digest, lease_expires_at, created_at)
+     SELECT ?::text, p.id, ?::text, ?::text, ?::text, ?::text, 'queued', ?::jsonb, ?::text, ?::int, ?::bigint, ?::text, ?::text,
+            tes_now() + (?::int * interval '1 millisecond'), tes_now() FROM p
      RETURNING ${EXECUTION_SELECT}
+   ), ef AS (
+     INSERT INTO execution_files (execution_id, file_id, project_id)
+     SELECT e.id, f.id, e.project_id FROM e CROSS JOIN f
+     RETURNING 1
    ), o AS (
      INSERT INTO outbox (project_id, execution_id, routing_key, payload)
      SELECT e.project_id, e.id, ?::text, ?::jsonb FROM e
@@ -194,17 +214,19 @@ const IDEMPOTENCY_CONSTRAINT = 'executions_project_id_idempotency_key_key';
 export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeWrite?: () => void } = {}): Promise<SubmitResult> {
   if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
   const r = input.reservedMicros;
-  const month = monthKey();
+  const fileIds = [...new Set(input.fileIds ?? [])];
   hooks.beforeWrite?.();
   let rows: (Record<string, unknown> & { outbox_id: number })[];
   try {
     ({ rows } = await prepared<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(db, 'tes_submit', SUBMIT_SQL, [
+      input.projectId,
+      fileIds,
       r,
       r,
       input.projectId,
       r,
-      month,
       r,
+      fileIds,
       input.id,
       input.apiKeyId,
       input.tool,
@@ -216,6 +238,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
       r,
       input.idempotencyKey,
       input.requestDigest,
+      input.dispatchDeadlineMs,
       input.routingKey,
       JSON.stringify({ executionId: input.id, projectId: input.projectId }),
       randomUUID(),
@@ -231,9 +254,18 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   if (row) return { kind: 'created', execution: toExecution(row), outboxId: row.outbox_id };
 
   // Nothing was written: the key is bound (a resend is answered with its execution whatever
-  // the balance is now), or the balance or the monthly cap refused the reservation.
+  // the balance is now), an upload expired or was deleted since the gateway checked it, or the
+  // balance or the monthly cap refused the reservation.
   const existing = await findByIdempotencyKey(db, input.projectId, input.idempotencyKey);
   if (existing) return { kind: 'existing', execution: existing };
+  if (fileIds.length > 0) {
+    const live = await db.raw<{ rows: { id: string }[] }>(
+      `SELECT id FROM files WHERE project_id = ? AND id = ANY(?::text[]) AND deleted_at IS NULL AND expires_at > tes_now()`,
+      [input.projectId, fileIds] as unknown as Knex.RawBinding[],
+    );
+    const gone = fileIds.find((id) => !live.rows.some((row) => row.id === id));
+    if (gone) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: gone } });
+  }
   const p = await db('projects').select('available_micros').where({ id: input.projectId }).first();
   if (!p || p.available_micros < r) {
     throw new AppError('insufficient_balance', 'insufficient_balance', {
@@ -345,7 +377,6 @@ export interface SettleResult {
  */
 export async function settleExecution(db: Knex, input: SettleInput): Promise<SettleResult | null> {
   if (!Number.isSafeInteger(input.chargedMicros) || input.chargedMicros < 0) throw new Error('charge must be a whole number of micros');
-  const month = monthKey();
   const bindings: Knex.RawBinding[] = [
     input.status,
     input.chargedMicros,
@@ -362,7 +393,7 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
     leaseFence = 'AND lease_owner = ?';
     bindings.push(input.leaseOwner);
   }
-  bindings.push(month, month, month, randomUUID(), input.kind ?? 'settle');
+  bindings.push(randomUUID(), input.kind ?? 'settle');
   const res = await prepared<{ rows: { id: string; tool: string; reserved_micros: number; charged_micros: number; created_at: Date }[] }>(
     db,
     leaseFence ? 'tes_settle_fenced' : 'tes_settle',
@@ -370,7 +401,7 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
        UPDATE executions
           SET status = ?, charged_micros = LEAST(?::bigint, reserved_micros), output = ?::jsonb,
               error_code = ?, error_message = ?, cancel_requested = cancel_requested OR ?::boolean,
-              finished_at = now(), settled_at = now(), updated_at = now(),
+              finished_at = tes_now(), settled_at = tes_now(), updated_at = now(),
               lease_owner = NULL, lease_expires_at = NULL
         WHERE id = ? AND project_id = ? AND status = ANY(?::text[]) ${leaseFence}
         RETURNING id, project_id, tool, reserved_micros, charged_micros, created_at
@@ -378,13 +409,15 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
        UPDATE projects
           SET reserved_micros = projects.reserved_micros - e.reserved_micros,
               available_micros = projects.available_micros + e.reserved_micros - e.charged_micros,
-              month_charged_micros = (CASE WHEN cap_month = ?::date THEN month_charged_micros ELSE 0 END) + e.charged_micros,
-              cap_month = ?::date
+              -- The month is the database's; cap_month never moves backwards, so a settle
+              -- that reads an older month cannot wipe the current month's charges.
+              month_charged_micros = (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END) + e.charged_micros,
+              cap_month = GREATEST(cap_month, tes_month())
          FROM e WHERE projects.id = e.project_id
         RETURNING projects.id
      ), u AS (
        INSERT INTO usage_counters (project_id, month, execution_count, charged_micros)
-       SELECT e.project_id, ?::date, 1, e.charged_micros FROM e
+       SELECT e.project_id, tes_month(), 1, e.charged_micros FROM e
        ON CONFLICT (project_id, month) DO UPDATE
           SET execution_count = usage_counters.execution_count + 1,
               charged_micros = usage_counters.charged_micros + excluded.charged_micros
@@ -410,12 +443,11 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
  * Claims an execution for a worker with a lease. Succeeds for queued work, for running
  * work whose lease has expired or was released, and for waiting work (a provider re-check).
  * Returns null when the execution is terminal, waiting for an operator, or held by a live
- * lease. A re-check of waiting work is not counted as an attempt.
+ * lease. A claim spends no attempt: only a lease lost to a crash or a hang does (the reaper
+ * counts those), so hand-backs at shutdown and re-checks never wear an execution out.
  *
- * `firstClaim` is true when the execution was never claimed before: its attempts went from 0
- * to 1 and started_at was unset (it is now this transaction's time; a waiting execution keeps
- * its attempts but had started long ago). It then has no recorded steps and the caller need
- * not read them. Any other claim must read its steps in a statement of its own: a subquery
+ * `firstClaim` is true when the execution was never claimed before. It then has no recorded
+ * steps and the caller need not read them. Any other claim must read its steps in a statement of its own: a subquery
  * here would see the snapshot taken before this UPDATE waited for the row lock, and could miss
  * what the previous lease holder recorded meanwhile.
  */
@@ -424,12 +456,11 @@ export async function claimExecution(db: Knex, id: string, owner: string, leaseT
     db,
     'tes_claim',
     `UPDATE executions
-        SET status = 'running', lease_owner = ?, lease_expires_at = now() + (? * interval '1 millisecond'),
-            started_at = coalesce(started_at, now()),
-            attempts = attempts + (CASE WHEN status = 'waiting' THEN 0 ELSE 1 END), updated_at = now()
+        SET status = 'running', lease_owner = ?, lease_expires_at = tes_now() + (? * interval '1 millisecond'),
+            started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
       WHERE id = ? AND status IN ('queued', 'running', 'waiting')
-        AND (lease_owner IS NULL OR lease_expires_at < now())
-      RETURNING ${EXECUTION_SELECT}, (attempts = 1 AND started_at = now()) AS first_claim`,
+        AND (lease_owner IS NULL OR lease_expires_at < tes_now())
+      RETURNING ${EXECUTION_SELECT}, (claims = 1) AS first_claim`,
     [owner, leaseTtlMs, id],
   );
   const row = res.rows[0];
@@ -446,7 +477,7 @@ export async function renewLease(
   const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
     db,
     'tes_renew_lease',
-    `UPDATE executions SET lease_expires_at = now() + (? * interval '1 millisecond')
+    `UPDATE executions SET lease_expires_at = tes_now() + (? * interval '1 millisecond')
       WHERE id = ? AND lease_owner = ? AND status = 'running'
       RETURNING cancel_requested`,
     [leaseTtlMs, id, owner],
@@ -455,32 +486,43 @@ export async function renewLease(
   return row ? { cancelRequested: row.cancel_requested } : null;
 }
 
+export type StepStart = 'started' | 'cancel_requested' | 'lease_lost';
+
 /**
- * Records that a step starts (fenced by the lease). False: the lease is gone, stop.
+ * Records that a step starts, fenced by the lease and by cancellation in one statement: no new
+ * step starts once a cancel was accepted (api-contract.md), even a cancel that landed after the
+ * claim. 'cancel_requested': the caller settles as cancelled; 'lease_lost': stop.
  *
  * The lease check here, in finishStep and in recordExternalRef locks the execution row FOR
- * SHARE: a claim by another worker (an UPDATE of that row) then waits for this statement's
- * commit, or this statement waits for the claim's and re-checks the lease owner. A plain
- * read could pass the check on an old snapshot and commit a step write after the new holder
- * had read the steps.
+ * SHARE: a claim by another worker or a cancel (an UPDATE of that row) then waits for this
+ * statement's commit, or this statement waits for theirs and re-checks the row as they left
+ * it. A plain read could pass the check on an old snapshot and commit a step write after the
+ * new holder had read the steps, or after a cancel had been answered 202.
  */
 export async function startStep(
   db: Knex,
   input: { executionId: string; projectId: string; index: number; name: string; owner: string; external?: boolean },
-): Promise<boolean> {
-  const res = await prepared<{ rows: unknown[] }>(
+): Promise<StepStart> {
+  const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
     db,
     'tes_start_step',
-    `INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
-     SELECT e.id, e.project_id, ?, ?, 'running', ? FROM executions e
-      WHERE e.id = ? AND e.project_id = ? AND e.lease_owner = ? AND e.status = 'running'
-        FOR SHARE
-     ON CONFLICT (execution_id, index) DO UPDATE
-        SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
-     RETURNING 1`,
-    [input.index, input.name, input.external ?? false, input.executionId, input.projectId, input.owner],
+    `WITH e AS (
+       SELECT id, project_id, cancel_requested FROM executions
+        WHERE id = ? AND project_id = ? AND lease_owner = ? AND status = 'running'
+          FOR SHARE
+     ), s AS (
+       INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
+       SELECT e.id, e.project_id, ?, ?, 'running', ? FROM e WHERE NOT e.cancel_requested
+       ON CONFLICT (execution_id, index) DO UPDATE
+          SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
+       RETURNING 1
+     )
+     SELECT e.cancel_requested FROM e`,
+    [input.executionId, input.projectId, input.owner, input.index, input.name, input.external ?? false],
   );
-  return res.rows.length > 0;
+  const row = res.rows[0];
+  if (!row) return 'lease_lost';
+  return row.cancel_requested ? 'cancel_requested' : 'started';
 }
 
 export interface NewArtifact {
@@ -569,7 +611,7 @@ export async function enterWaiting(
   return db.transaction(async (trx) => {
     const moved = await trx.raw<{ rows: unknown[] }>(
       `UPDATE executions SET status = 'waiting', lease_owner = NULL,
-              lease_expires_at = now() + (? * interval '1 millisecond'), updated_at = now()
+              lease_expires_at = tes_now() + (? * interval '1 millisecond'), updated_at = now()
         WHERE id = ? AND lease_owner = ? AND status = 'running'
         RETURNING 1`,
       [input.recheckDeadlineMs, input.executionId, input.owner],
@@ -690,14 +732,23 @@ export async function getArtifact(db: Knex, projectId: string, executionId: stri
   };
 }
 
-/** Gives a lease back early (shutdown, transient failure) so a redelivery can claim at once. */
-export async function releaseLease(db: Knex, id: string, owner: string): Promise<boolean> {
-  const n = await db('executions')
-    .where({ id, lease_owner: owner, status: 'running' })
-    .update({ lease_owner: null, lease_expires_at: null, updated_at: db.fn.now() });
-  return n > 0;
+/**
+ * Gives a lease back early (shutdown, transient failure) so a redelivery can claim at once.
+ * The execution keeps a deadline: the worker re-sends its message through a delay queue, and
+ * if that message is lost the reaper publishes one when `recheckDeadlineMs` has passed. (A
+ * NULL deadline would never be "past": the execution would stay running with its money held.)
+ */
+export async function releaseLease(db: Knex, id: string, owner: string, recheckDeadlineMs: number): Promise<boolean> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions SET lease_owner = NULL, lease_expires_at = tes_now() + (? * interval '1 millisecond'), updated_at = now()
+      WHERE id = ? AND lease_owner = ? AND status = 'running'
+      RETURNING 1`,
+    [recheckDeadlineMs, id, owner],
+  );
+  return res.rows.length > 0;
 }
 
+/** Leases lost to a crash or a hang before an execution is given up (see reapExpiredLeases). */
 export const MAX_ATTEMPTS = 5;
 
 export type AbandonOutcome = 'failed' | 'needs_review' | 'not_abandoned';
@@ -718,7 +769,7 @@ export async function abandonExecution(
     const locked = await trx.raw<{ rows: { id: string; project_id: string; reserved_micros: number }[] }>(
       `SELECT id, project_id, reserved_micros FROM executions
         WHERE id = ? AND status IN ('queued', 'running')
-          AND (lease_owner IS NULL OR lease_expires_at < now())
+          AND (lease_owner IS NULL OR lease_expires_at < tes_now())
         FOR UPDATE`,
       [input.executionId],
     );

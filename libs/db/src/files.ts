@@ -40,15 +40,14 @@ export async function recordUpload(
   db: Knex,
   input: { projectId: string; sha256: string; format: string; mimeType: string; sizeBytes: number; storageKey: string; retentionMs: number },
 ): Promise<{ file: FileRecord; state: 'created' | 'revived' | 'existing' }> {
-  const expiresAt = new Date(Date.now() + input.retentionMs);
   const inserted = await db.raw<{ rows: unknown[] }>(
     `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+     VALUES (?, ?, ?, ?, ?, ?, ?, tes_now() + (?::bigint * interval '1 millisecond'))
      ON CONFLICT (project_id, sha256) DO UPDATE
         SET expires_at = excluded.expires_at, deleted_at = NULL
-      WHERE files.expires_at <= now() OR files.deleted_at IS NOT NULL
+      WHERE files.expires_at <= tes_now() OR files.deleted_at IS NOT NULL
      RETURNING ${FILE_COLUMNS.join(', ')}, (xmax = 0) AS created`,
-    [newId('file'), input.projectId, input.sha256, input.format, input.mimeType, input.sizeBytes, input.storageKey, expiresAt],
+    [newId('file'), input.projectId, input.sha256, input.format, input.mimeType, input.sizeBytes, input.storageKey, input.retentionMs],
   );
   // xmax = 0 tells a fresh insert from the conflict update that revived an expired row.
   const row = inserted.rows[0] as { created: boolean } | undefined;
@@ -57,13 +56,27 @@ export async function recordUpload(
   return { file: toFile(existing), state: 'existing' };
 }
 
+/**
+ * An input file as a worker reads it for an execution: live, or past its deadline but kept
+ * because this execution reads it (the janitor keeps such files until the execution ends).
+ */
+export async function getExecutionInputFile(db: Knex, projectId: string, executionId: string, id: string): Promise<FileRecord | null> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `SELECT ${FILE_COLUMNS.join(', ')} FROM files f
+      WHERE f.id = ? AND f.project_id = ? AND f.deleted_at IS NULL
+        AND (f.expires_at > tes_now() OR EXISTS (SELECT 1 FROM execution_files ef WHERE ef.execution_id = ? AND ef.file_id = f.id))`,
+    [id, projectId, executionId],
+  );
+  return res.rows[0] ? toFile(res.rows[0]) : null;
+}
+
 /** A live file of the project, or null (unknown, another project's, expired or deleted). */
 export async function getLiveFile(db: Knex, projectId: string, id: string): Promise<FileRecord | null> {
   const row = await db('files')
     .select(FILE_COLUMNS)
     .where({ id, project_id: projectId })
     .whereNull('deleted_at')
-    .andWhere('expires_at', '>', db.fn.now())
+    .andWhere('expires_at', '>', db.raw('tes_now()'))
     .first();
   return row ? toFile(row) : null;
 }

@@ -51,45 +51,65 @@ export async function oldestUnsentAgeSeconds(db: Knex): Promise<number> {
   return row.rows[0]?.age ?? 0;
 }
 
+/** The longest a re-published execution waits before the reaper looks at it again. */
+export const MAX_REDISPATCH_MS = 30 * 60_000;
+
 /**
- * Lease reaper: executions whose worker lease expired (a dead or stuck worker) are handed
- * back: the lease is cleared (the zombie's fenced writes now fail) and a new outbox row is
- * written in the same transaction, so the message is published by the normal path.
- * FOR UPDATE SKIP LOCKED lets two relays share the work. Index: executions_lease_idx.
+ * The reaper (architecture.md, path 4): every execution open for work carries a deadline in
+ * lease_expires_at by which someone must have touched it. Past it, the execution is handed
+ * back and a new outbox row is written in the same transaction, so its message is published
+ * by the normal path, whatever the broker lost:
+ *
+ * - running with an owner: the worker died or hangs. The lease is cleared (the zombie's fenced
+ *   writes now fail) and the loss is counted in `attempts`; an execution that lost
+ *   maxAttempts leases keeps killing or hanging its workers and is returned as exhausted
+ *   instead (its row left as it is, lease expired; the caller abandons it after this commit,
+ *   and if the caller dies first the next pass finds it again).
+ * - running without an owner: a worker handed it back (shutdown, outage) and the message it
+ *   re-sent did not bring it back in time. No attempt is spent.
+ * - waiting: the provider re-check is overdue (its delayed message was lost).
+ * - queued: nobody claimed it by its dispatch deadline (its message was lost, or it is still
+ *   in a backlog: a duplicate message is harmless, claims are fenced).
+ *
+ * The next deadline grows with the execution's age (at least `redispatchMs`, at most
+ * MAX_REDISPATCH_MS), so a long backlog is not flooded with duplicates while a lost message
+ * is still replaced within a bounded time. FOR UPDATE SKIP LOCKED lets two relays share the
+ * work. Index: executions_lease_idx.
  */
 export async function reapExpiredLeases(
   db: Knex,
-  options: { limit: number; routingKeyFor: (category: string) => string; maxAttempts: number },
-): Promise<{ requeued: string[]; exhausted: string[] }> {
+  options: { limit: number; routingKeyFor: (category: string) => string; maxAttempts: number; redispatchMs: number },
+): Promise<{ requeued: string[]; leasesLost: string[]; exhausted: string[] }> {
   return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string; attempts: number; status: string }[] }>(
-      `SELECT id, project_id, category, attempts, status FROM executions
-        WHERE status IN ('running', 'waiting') AND lease_expires_at < now()
+    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string; attempts: number; status: string; lease_owner: string | null }[] }>(
+      `SELECT id, project_id, category, attempts, status, lease_owner FROM executions
+        WHERE status IN ('queued', 'running', 'waiting') AND lease_expires_at < tes_now()
         ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
       [options.limit],
     );
-    // An execution claimed maxAttempts times without ending keeps killing or hanging its
-    // workers: it is not handed out again. Its row is left as it is (lease expired) and the
-    // caller abandons it after this commit; if the caller dies first, the next pass finds
-    // it again.
-    const exhausted = res.rows.filter((r) => r.status === 'running' && r.attempts >= options.maxAttempts).map((r) => r.id);
+    const crashed = (r: { status: string; lease_owner: string | null }) => r.status === 'running' && r.lease_owner !== null;
+    const exhausted = res.rows.filter((r) => crashed(r) && r.attempts + 1 >= options.maxAttempts).map((r) => r.id);
+    if (exhausted.length > 0) {
+      await trx('executions').whereIn('id', exhausted).update({ attempts: trx.raw('attempts + 1'), updated_at: trx.fn.now() });
+    }
     const rows = res.rows.filter((r) => !exhausted.includes(r.id));
-    if (rows.length === 0) return { requeued: [], exhausted };
+    if (rows.length === 0) return { requeued: [], leasesLost: [], exhausted };
     const ids = rows.map((r) => r.id);
-    // The lease owner is cleared (a zombie worker's fenced writes now fail; anyone may claim)
-    // and the deadline pushed out: if the new message is lost too, the execution is reaped
-    // again then, instead of never (a NULL deadline would never be "past").
-    await trx('executions')
-      .whereIn('id', ids)
-      .update({ lease_owner: null, lease_expires_at: trx.raw(`now() + interval '5 minutes'`), updated_at: trx.fn.now() });
-    await trx('outbox').insert(
-      rows.map((r) => ({
-        project_id: r.project_id,
-        execution_id: r.id,
-        routing_key: options.routingKeyFor(r.category),
-        payload: JSON.stringify({ executionId: r.id, projectId: r.project_id }),
-      })),
+    await trx.raw(
+      `UPDATE executions
+          SET lease_owner = NULL,
+              attempts = attempts + (CASE WHEN status = 'running' AND lease_owner IS NOT NULL THEN 1 ELSE 0 END),
+              lease_expires_at = tes_now() + LEAST(GREATEST(? * interval '1 millisecond', tes_now() - created_at), ? * interval '1 millisecond'),
+              updated_at = now()
+        WHERE id = ANY(?::text[])`,
+      [options.redispatchMs, MAX_REDISPATCH_MS, ids] as unknown as Knex.RawBinding[],
     );
-    return { requeued: ids, exhausted };
+    await trx('outbox').insert(rows.map((r) => outboxEntry(r.project_id, r.id, options.routingKeyFor(r.category))));
+    return { requeued: ids, leasesLost: rows.filter(crashed).map((r) => r.id), exhausted };
   });
+}
+
+/** The message that tells a worker "go look at execution X" (the broker carries nothing else). */
+export function outboxEntry(projectId: string, executionId: string, routingKey: string): { project_id: string; execution_id: string; routing_key: string; payload: string } {
+  return { project_id: projectId, execution_id: executionId, routing_key: routingKey, payload: JSON.stringify({ executionId, projectId }) };
 }

@@ -4,13 +4,12 @@ import { monthKey } from './time';
 /** Adds request counts for many projects in one statement (this month). */
 export async function countRequests(db: Knex, counts: ReadonlyMap<string, number>): Promise<void> {
   if (counts.size === 0) return;
-  const month = monthKey();
   const rows = [...counts].sort(([a], [b]) => a.localeCompare(b)); // a stable lock order across gateways
   await db.raw(
     `INSERT INTO usage_counters (project_id, month, request_count)
-     SELECT p, ?::date, n FROM unnest(?::text[], ?::bigint[]) AS t(p, n)
+     SELECT p, tes_month(), n FROM unnest(?::text[], ?::bigint[]) AS t(p, n)
      ON CONFLICT (project_id, month) DO UPDATE SET request_count = usage_counters.request_count + excluded.request_count`,
-    [month, rows.map(([p]) => p), rows.map(([, n]) => n)] as unknown as Knex.RawBinding[],
+    [rows.map(([p]) => p), rows.map(([, n]) => n)] as unknown as Knex.RawBinding[],
   );
 }
 

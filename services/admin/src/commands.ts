@@ -118,11 +118,11 @@ export const COMMANDS: CommandSpec[] = [
   },
   {
     name: 'balance credit',
-    summary: 'Add prepaid funds to a project (one journal entry).',
+    summary: 'Add prepaid funds to a project (one journal entry). With --reference, retrying is safe: the same reference credits once.',
     options: {
       project: { description: 'project id', required: true },
       micros: { description: 'amount in micro-USD, > 0', required: true },
-      reference: { description: 'optional payment reference' },
+      reference: { description: 'payment reference (an invoice or payment id): a retried credit with the same reference is a no-op' },
     },
     run: async (db, o) => {
       const amount = micros(o.micros, '--micros');

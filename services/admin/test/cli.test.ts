@@ -155,7 +155,12 @@ describe('operator flow', () => {
     expect(await count('ledger_entries')).toBe(0);
     expect((await cli('balance', 'credit', '--project', projectId, '--micros', '2500000', '--reference', 'inv-1')).json()).toEqual({ availableMicros: 2_500_000 });
     expect((await cli('balance', 'credit', '--project', projectId, '--micros', '500000')).json()).toEqual({ availableMicros: 3_000_000 });
-    expect((await db('projects').where({ id: projectId }).first()).available_micros).toBe(3_000_000);
+    // A retried credit with the same reference is a no-op; the same reference with another amount is refused.
+    expect((await cli('balance', 'credit', '--project', projectId, '--micros', '2500000', '--reference', 'inv-1')).json()).toEqual({ availableMicros: 3_000_000, replayed: true });
+    const clash = await cli('balance', 'credit', '--project', projectId, '--micros', '7', '--reference', 'inv-1');
+    expect(clash.code).not.toBe(0);
+    expect((await cli('balance', 'credit', '--project', projectId, '--micros', '1', '--reference', 'inv-2')).json()).toEqual({ availableMicros: 3_000_001 });
+    expect((await db('projects').where({ id: projectId }).first()).available_micros).toBe(3_000_001);
     const credit = await db('ledger_entries').where({ project_id: projectId, reference: 'inv-1' }).orderBy('account');
     expect(credit.map((e) => [e.account, e.amount_micros])).toEqual([['available', 2_500_000], ['funding', -2_500_000]]);
   });
@@ -227,7 +232,7 @@ describe('operator flow', () => {
   it('ledger audit is ok after credits', async () => {
     const r = await cli('ledger', 'audit');
     expect(r.code).toBe(0);
-    expect(r.json()).toMatchObject({ ok: true, problems: [], totals: { creditedMicros: 3_000_000, availableMicros: 3_000_000 } });
+    expect(r.json()).toMatchObject({ ok: true, problems: [], totals: { creditedMicros: 3_000_001, availableMicros: 3_000_001 } });
   });
 
   it('dev seed prints an org, a funded project and an all-scopes ADMIN key', async () => {

@@ -13,6 +13,8 @@ export interface RelayOptions {
   graceMs: number;
   batchSize?: number;
   routingKeyFor: (category: string) => string;
+  /** How long a re-published execution has before the reaper publishes it again (grows with age). */
+  redispatchMs: number;
   /** Deletes a stored object (the janitor's hand on object storage). */
   deleteObject: (key: string) => Promise<void>;
   janitorIntervalMs: number;
@@ -99,15 +101,21 @@ export class Relay {
     let published = 0;
     let reaped = 0;
     try {
-      const { requeued, exhausted } = await reapExpiredLeases(db, {
+      const { requeued, leasesLost, exhausted } = await reapExpiredLeases(db, {
         limit: this.o.batchSize ?? 100,
         routingKeyFor: this.o.routingKeyFor,
         maxAttempts: MAX_ATTEMPTS,
+        redispatchMs: this.o.redispatchMs,
       });
       reaped = requeued.length;
-      if (reaped > 0) {
-        metrics.leaseExpiries.inc(reaped);
-        logger.warn('relay.lease.expired', { count: reaped, executionIds: requeued.slice(0, 20) });
+      if (leasesLost.length > 0) {
+        metrics.leaseExpiries.inc(leasesLost.length);
+        logger.warn('relay.lease.expired', { count: leasesLost.length, executionIds: leasesLost.slice(0, 20) });
+      }
+      if (reaped > leasesLost.length) {
+        // queued past its dispatch deadline, handed back, or a provider re-check overdue: its message was lost or is late
+        const others = requeued.filter((id) => !leasesLost.includes(id));
+        logger.warn('relay.execution.redispatched', { count: others.length, executionIds: others.slice(0, 20) });
       }
       for (const executionId of exhausted) {
         const outcome = await abandonExecution(db, {

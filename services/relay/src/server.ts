@@ -32,6 +32,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     intervalMs: config.outboxSweepIntervalMs,
     graceMs: config.outboxGraceMs,
     routingKeyFor: (c) => c,
+    redispatchMs: config.dispatchDeadlineMs,
     deleteObject: (key) => store.delete(key),
     janitorIntervalMs: config.janitorIntervalMs,
   });

@@ -11,7 +11,7 @@ import {
   getSteps,
   finishStep,
   getPriceVersion,
-  getLiveFile,
+  getExecutionInputFile,
   isConnectionError,
   markNeedsReview,
   enterWaiting,
@@ -147,7 +147,7 @@ export class StepEngine {
       if (shuttingDown || isConnectionError(err)) {
         // Give the execution back (if the database answers; else its lease simply expires)
         // and have it come back later; the next claim resumes after the last completed step.
-        await releaseLease(db, executionId, workerId).catch(() => undefined);
+        await releaseLease(db, executionId, workerId, this.recheckDeadlineMs()).catch(() => undefined);
         logger.info('worker.execution.released', { ...log, reason: shuttingDown ? 'shutdown' : 'infrastructure' });
         return this.later(message, category, shuttingDown ? 'shutdown' : 'infrastructure');
       }
@@ -178,9 +178,6 @@ export class StepEngine {
     // Read once; afterwards kept up to date here with what this worker itself records (the
     // lease fences out every other writer), saving a read per step.
     let steps = e.firstClaim ? [] : await getSteps(db, e.projectId, [e.id]);
-    // The claim just took the lease and read cancel_requested: the first new step needs no
-    // second round trip for either.
-    let leaseJustTaken = true;
 
     for (let index = 0; index < plan.length; index++) {
       const step = plan[index]!;
@@ -198,21 +195,18 @@ export class StepEngine {
         return;
       }
       if (!resuming) {
-        // A new step (a re-check of a waiting provider step is not one): stop here if
-        // cancellation was requested.
-        const lease = leaseJustTaken ? { cancelRequested: e.cancelRequested } : await renewLease(db, e.id, workerId, this.deps.leaseTtlMs);
-        if (!lease) throw new LeaseLost();
-        if (lease.cancelRequested) {
+        // A new step (a re-check of a waiting provider step is not one). Its start is fenced
+        // by the lease and by cancellation in one statement, so a cancel answered before it
+        // stops the execution here, whenever it landed.
+        crashPoint('worker.before_step');
+        const started = await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId, external: step.external ?? false });
+        if (started === 'lease_lost') throw new LeaseLost();
+        if (started === 'cancel_requested') {
           await this.settle(e, 'cancelled', steps, {});
           return;
         }
-        crashPoint('worker.before_step');
-        if (!(await startStep(db, { executionId: e.id, projectId: e.projectId, index, name: step.name, owner: workerId, external: step.external ?? false }))) {
-          throw new LeaseLost();
-        }
       }
 
-      leaseJustTaken = false;
       let result: StepOutcome;
       try {
         result = await this.runStep(e, runner, index, step.name, step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS, steps, prices, workDir, resuming ? recorded : undefined);
@@ -241,7 +235,7 @@ export class StepEngine {
           projectId: e.projectId,
           owner: workerId,
           routingKey: this.deps.waitRoutingKeyFor(e.category),
-          recheckDeadlineMs: this.deps.waitMs * 4 + 30_000,
+          recheckDeadlineMs: this.recheckDeadlineMs(),
         });
         if (outboxId === null) throw new LeaseLost();
         this.deps.dispatcher.dispatch(outboxId, this.deps.waitRoutingKeyFor(e.category), { executionId: e.id, projectId: e.projectId, recheck: true });
@@ -342,7 +336,7 @@ export class StepEngine {
 
   private async fetchInput(e: ExecutionRecord, fileId: string, workDir: string, signal: AbortSignal): Promise<InputFile> {
     // Scoped to the execution's project: a file id of another project does not resolve.
-    const file = await getLiveFile(this.deps.db, e.projectId, fileId);
+    const file = await getExecutionInputFile(this.deps.db, e.projectId, e.id, fileId);
     if (!file) throw new StepError('invalid_input_file', `input file ${fileId} is no longer available`);
     const bytes = await this.deps.store.get(file.storageKey, signal);
     const target = path.join(workDir, `${file.id}.${file.format}`);
@@ -412,6 +406,15 @@ export class StepEngine {
       chargedMicros: settled.chargedMicros,
       reservedMicros: settled.reservedMicros,
     });
+  }
+
+  /**
+   * How long an execution this worker handed back (waiting on a provider, or released) may go
+   * untouched before the relay publishes a message for it itself: the delayed message the
+   * worker sent should have brought it back long before.
+   */
+  private recheckDeadlineMs(): number {
+    return this.deps.waitMs * 4 + 30_000;
   }
 
   /** Price lists are immutable per version, so they are cached for the process's life. */

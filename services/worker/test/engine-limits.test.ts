@@ -71,6 +71,7 @@ it('the 21st step fails the execution with step_limit_exceeded, charging the 20 
     idempotencyKey: 'many-steps-1',
     requestDigest: 'x',
     routingKey: 'test',
+    dispatchDeadlineMs: 60_000,
   });
   const engine = new StepEngine({
     db,

@@ -113,6 +113,8 @@ export function toolRoutes(deps: GatewayDeps): Router {
       idempotencyKey,
       requestDigest,
       routingKey,
+      fileIds: (input.tool.inputFiles?.(input.arguments) ?? []).map((ref) => ref.fileId),
+      dispatchDeadlineMs: deps.config.dispatchDeadlineMs,
     }, { beforeWrite: () => crashPoint('gateway.submit.before_write') });
     crashPoint('gateway.submit.after_commit');
     if (result.kind === 'existing') return replay(deps, res, result.execution, auth.keyId, requestDigest);
