@@ -411,10 +411,11 @@ export class StepEngine {
   /**
    * How long an execution this worker handed back (waiting on a provider, or released) may go
    * untouched before the relay publishes a message for it itself: the delayed message the
-   * worker sent should have brought it back long before.
+   * worker sent should have brought it back well before; if it was lost, the execution is back
+   * within a lease TTL, as after a crash.
    */
   private recheckDeadlineMs(): number {
-    return this.deps.waitMs * 4 + 30_000;
+    return Math.max(this.deps.waitMs * 4, this.deps.leaseTtlMs);
   }
 
   /** Price lists are immutable per version, so they are cached for the process's life. */
