@@ -18,6 +18,16 @@ export interface RelayOptions {
   /** Deletes a stored object (the janitor's hand on object storage). */
   deleteObject: (key: string) => Promise<void>;
   janitorIntervalMs: number;
+  /** A publish not confirmed by then counts as failed (default 10 s). */
+  publishTimeoutMs?: number;
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not confirmed within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -129,7 +139,11 @@ export class Relay {
       for (;;) {
         const n = await sweepOutbox(db, { graceMs: reaped > 0 ? 0 : this.o.graceMs, limit: this.o.batchSize ?? 100 }, async (rows) => {
           const results = await Promise.allSettled(
-            rows.map((r) => this.o.publisher.publish(r.routingKey, r.payload, { messageId: `outbox-${r.id}` })),
+            // Bounded: the rows stay locked while their publishes are out, so a blocked broker
+            // (a memory or disk alarm) must not stall the sweep, the reaper and the audit with it.
+            // A publish confirmed after its timeout leaves the row unsent: it is published again,
+            // and a duplicate message is harmless (claims are fenced).
+            rows.map((r) => withTimeout(this.o.publisher.publish(r.routingKey, r.payload, { messageId: `outbox-${r.id}` }), this.o.publishTimeoutMs ?? 10_000)),
           );
           const ok: number[] = [];
           const failed: { id: number; error: string }[] = [];

@@ -254,7 +254,12 @@ export class StepEngine {
         checkpoint,
         artifacts,
       });
-      if (!ok) throw new LeaseLost();
+      if (!ok) {
+        // Fenced out: no row will ever name these objects, so they would stay in the bucket
+        // forever. (A finishStep that threw may have committed; its objects are kept.)
+        await this.discard(artifacts);
+        throw new LeaseLost();
+      }
       logger.info('worker.step.succeeded', { ...log, step: index, name: step.name, costMicros: result.costMicros });
       steps = recordLocally(steps, e.id, index, step.name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
     }
@@ -352,8 +357,26 @@ export class StepEngine {
     this.deps.logger.warn('worker.execution.needs_review', { executionId: e.id, projectId: e.projectId, tool: e.tool, step: index });
   }
 
+  /** Best-effort removal of objects this worker stored and no row names. */
+  private async discard(artifacts: NewArtifact[]): Promise<void> {
+    for (const a of artifacts) {
+      await this.deps.store.delete(a.storageKey).catch((err: unknown) =>
+        this.deps.logger.warn('worker.artifact.orphaned', { storageKey: a.storageKey, err: (err as Error).message }));
+    }
+  }
+
   private async storeFiles(e: ExecutionRecord, index: number, result: StepResult): Promise<NewArtifact[]> {
     const out: NewArtifact[] = [];
+    try {
+      await this.putFiles(e, index, result, out);
+    } catch (err) {
+      await this.discard(out);
+      throw err;
+    }
+    return out;
+  }
+
+  private async putFiles(e: ExecutionRecord, index: number, result: StepResult, out: NewArtifact[]): Promise<void> {
     for (const f of result.files ?? []) {
       const id = newId('art');
       const key = artifactKey(e.projectId, e.id, id, f.format);
@@ -369,7 +392,6 @@ export class StepEngine {
         expiresAt: new Date(Date.now() + ARTIFACT_RETENTION_MS),
       });
     }
-    return out;
   }
 
   private async settle(

@@ -116,3 +116,49 @@ it("an aborted step kills its program (SIGTERM, then SIGKILL if it ignores it)",
   const ps = execFileSync('ps', ['-eo', 'args']).toString();
   expect(ps).not.toContain('sleep 31.7');
 });
+
+it('objects a fenced-out worker stored are deleted, not left in the bucket forever', async () => {
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const oneStep: ToolDefinition = { ...manySteps, name: 'test.one', plan: () => [{ name: 'render' }], maximumCharge: () => 1_000 };
+  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.one': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } } });
+  const id = newId('exe');
+  await submitExecution(db, {
+    id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.one', model: 'sleep', category: 'test', arguments: {}, priceVersion,
+    totalSteps: 1, reservedMicros: 1_000, idempotencyKey: 'fenced-1', requestDigest: 'x', routingKey: 'test', dispatchDeadlineMs: 60_000,
+  });
+  // The step's result is stored, but meanwhile its lease went to another worker (as the reaper
+  // would hand it on after an expiry): the step's record is refused, so no row names the object.
+  const stolen: ToolRunner = {
+    runStep: async () => {
+      await db('executions').where({ id }).update({ lease_owner: 'wrk_other' });
+      return { costMicros: 1_000, files: [{ body: Buffer.from('orphan?'), format: 'txt', mimeType: 'text/plain' }] };
+    },
+  };
+  const keys: string[] = [];
+  const recordingStore = Object.assign(Object.create(store) as ObjectStore, {
+    put: async (o: Parameters<ObjectStore['put']>[0]) => {
+      keys.push(o.key);
+      return store.put(o);
+    },
+  });
+  const engine = new StepEngine({
+    db,
+    catalog: new Catalog({ enableTestTools: true, extraTools: [oneStep] }),
+    store: recordingStore,
+    runners: { 'test.one': stolen },
+    logger: createNullLogger(),
+    metrics: createMetrics('test', false),
+    leaseTtlMs: 10_000,
+    workerId: 'wrk_test',
+    dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
+    waitRoutingKeyFor: (c) => `${c}.wait`,
+    waitMs: 1_000,
+    requeueLater: async () => Promise.reject(new Error('nothing is deferred here')),
+    providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
+  });
+  expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+  expect(keys).toHaveLength(1);
+  await expect(store.get(keys[0]!)).rejects.toThrow();
+  expect(await db('artifacts').where({ execution_id: id })).toHaveLength(0);
+  expect((await getExecutionById(db, id))).toMatchObject({ status: 'running', leaseOwner: 'wrk_other' });
+});

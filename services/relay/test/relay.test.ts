@@ -1,0 +1,114 @@
+import net from 'node:net';
+import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
+import { newId } from '@tes/core';
+import { createDb, submitExecution } from '@tes/db';
+import { AmqpClient, ConfirmPublisher, deleteTopology, topologyNames, topologySetup } from '@tes/messaging';
+import { createMetrics, createNullLogger } from '@tes/observability';
+import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { Relay } from '../src/relay';
+
+/**
+ * The relay against a broker that stops answering (a memory or disk alarm blocks publishers;
+ * here a TCP relay to the real RabbitMQ that stops forwarding): the outbox sweep holds its rows
+ * locked while publishes are out, so an unconfirmed publish must time out instead of stalling
+ * the relay's whole pass (reaper and audit included). When the broker answers again the row is
+ * published.
+ */
+const AMQP = new URL(process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
+const logger = createNullLogger();
+const names = topologyNames(`test.relay.${randomBytes(3).toString('hex')}.`);
+let database: TestDatabase;
+let db: Knex;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  db = createDb({ url: database.url, poolMax: 3 });
+});
+afterAll(async () => {
+  const amqp = new AmqpClient({ url: AMQP.toString(), logger, name: 'test-cleanup' });
+  await amqp.addSetup(async (conn) => {
+    const ch = await conn.createChannel();
+    await deleteTopology(ch, names, ['test']);
+    await ch.close();
+  });
+  await amqp.start();
+  await amqp.stop();
+  await db?.destroy();
+  await database?.drop();
+});
+
+/** A TCP relay to RabbitMQ whose client→broker direction can be held (bytes wait, nothing is lost). */
+async function holdableProxy(): Promise<{ url: string; hold: (on: boolean) => void; close: () => Promise<void> }> {
+  const clients = new Set<net.Socket>();
+  let held = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(AMQP.port || 5672), AMQP.hostname);
+    clients.add(client);
+    for (const s of [client, upstream]) s.on('error', () => undefined);
+    client.on('close', () => { clients.delete(client); upstream.destroy(); });
+    upstream.on('close', () => client.destroy());
+    client.pipe(upstream);
+    upstream.pipe(client);
+    if (held) client.pause();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const url = new URL(AMQP.toString());
+  url.hostname = '127.0.0.1';
+  url.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: url.toString(),
+    hold: (on) => {
+      held = on;
+      for (const c of clients) if (on) c.pause(); else c.resume();
+    },
+    close: () => new Promise<void>((r) => { for (const c of clients) c.destroy(); server.close(() => r()); }),
+  };
+}
+
+it('an unconfirmed publish times out, the pass ends, and the row is published once the broker answers', async () => {
+  const p = await seedProject(db, { creditMicros: 1_000 });
+  const id = newId('exe');
+  await submitExecution(db, {
+    id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'default', category: 'test', arguments: {}, priceVersion: 'v',
+    totalSteps: 1, reservedMicros: 100, idempotencyKey: 'relay-1', requestDigest: 'd', routingKey: 'test', dispatchDeadlineMs: 60_000,
+  });
+  const proxy = await holdableProxy();
+  const amqp = new AmqpClient({ url: proxy.url, logger, name: 'test-relay' });
+  await amqp.addSetup(topologySetup(names, ['test']));
+  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
+  await publisher.start();
+  await amqp.start();
+  const relay = new Relay({
+    db, publisher, logger, metrics: createMetrics('relay'), intervalMs: 60_000, graceMs: 0, routingKeyFor: (c) => c, redispatchMs: 60_000,
+    deleteObject: async () => undefined, janitorIntervalMs: 60_000, publishTimeoutMs: 300,
+  });
+  try {
+    proxy.hold(true);
+    const started = Date.now();
+    expect(await relay.tick()).toMatchObject({ published: 0 });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const row = await db('outbox').where({ execution_id: id }).first();
+    expect(row).toMatchObject({ published_at: null, attempts: 1 });
+    expect(row.last_error).toMatch(/not confirmed within 300 ms/);
+
+    proxy.hold(false);
+    expect(await relay.tick()).toMatchObject({ published: 1 });
+    expect((await db('outbox').where({ execution_id: id }).first()).published_at).not.toBeNull();
+  } finally {
+    await relay.stop();
+    await amqp.stop();
+    await proxy.close();
+  }
+  // the message reached the work queue (once, or twice if the held publish was confirmed late: claims are fenced)
+  const check = new AmqpClient({ url: AMQP.toString(), logger, name: 'test-check' });
+  let messages = 0;
+  await check.addSetup(async (conn) => {
+    const ch = await conn.createChannel();
+    messages = (await ch.checkQueue(names.queueFor('test'))).messageCount;
+    await ch.close();
+  });
+  await check.start();
+  await check.stop();
+  expect(messages).toBeGreaterThanOrEqual(1);
+});
