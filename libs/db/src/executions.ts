@@ -185,6 +185,7 @@ const SUBMIT_SQL = `WITH f AS (
              OR (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END)
                 + reserved_micros + ?::bigint <= monthly_cap_micros)
         AND (SELECT count(*) FROM f) = cardinality(?::text[])
+        AND tes_submit_guard(?, ?)
       RETURNING id
    ), e AS (
      INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
@@ -227,6 +228,8 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
       r,
       r,
       fileIds,
+      bindingLockKey(input.projectId, input.idempotencyKey),
+      input.priceVersion,
       input.id,
       input.apiKeyId,
       input.tool,
@@ -256,7 +259,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   // Nothing was written: the key is bound (a resend is answered with its execution whatever
   // the balance is now), an upload expired or was deleted since the gateway checked it, or the
   // balance or the monthly cap refused the reservation.
-  const existing = await findByIdempotencyKey(db, input.projectId, input.idempotencyKey);
+  const existing = await findBindingSettled(db, input.projectId, input.idempotencyKey);
   if (existing) return { kind: 'existing', execution: existing };
   if (fileIds.length > 0) {
     const live = await db.raw<{ rows: { id: string }[] }>(
@@ -266,6 +269,10 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
     const gone = fileIds.find((id) => !live.rows.some((row) => row.id === id));
     if (gone) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: gone } });
   }
+  const current = await db('price_versions').select('version').orderBy('seq', 'desc').first();
+  if (current?.version !== input.priceVersion) {
+    throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: current?.version ?? null } });
+  }
   const p = await db('projects').select('available_micros').where({ id: input.projectId }).first();
   if (!p || p.available_micros < r) {
     throw new AppError('insufficient_balance', 'insufficient_balance', {
@@ -273,6 +280,21 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
     });
   }
   throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
+}
+
+const bindingLockKey = (projectId: string, key: string) => `tes.binding:${projectId}:${key}`;
+
+/**
+ * The execution bound to a key, read after any submit with that key that is still in flight has
+ * committed or rolled back (it holds the binding's advisory lock from its guard to its commit;
+ * see migration 20261123000011). For refusals: a resend is never told "rejected" while its
+ * original may still commit.
+ */
+export async function findBindingSettled(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {
+  return db.transaction(async (trx) => {
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [bindingLockKey(projectId, key)]);
+    return findByIdempotencyKey(trx, projectId, key);
+  });
 }
 
 export async function findByIdempotencyKey(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {

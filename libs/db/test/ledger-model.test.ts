@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import { isAppError, newId, type ExecutionStatus } from '@tes/core';
 import {
   abandonExecution, auditLedger, cancelExecution, claimExecution, createDb, creditBalance, enterWaiting, finishStep, getExecution, getSteps,
-  markNeedsReview, MAX_REDISPATCH_MS, reapExpiredLeases, recordUpload, releaseLease, setMonthlyCap, settleExecution, startStep, submitExecution,
+  markNeedsReview, MAX_REDISPATCH_MS, publishPrices, reapExpiredLeases, recordUpload, releaseLease, setMonthlyCap, settleExecution, startStep, submitExecution,
   sweepExpired, sweepOutbox,
 } from '@tes/db';
 import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
@@ -39,7 +39,7 @@ interface MProject {
   available: number; reserved: number; capMonth: string | null; monthCharged: number; cap: number | null;
   usage: Map<string, { settled: number; settledCharge: number }>;
 }
-interface Model { projects: MProject[]; execs: MExec[]; files: MFile[]; seq: number; clock: number }
+interface Model { projects: MProject[]; execs: MExec[]; files: MFile[]; seq: number; clock: number; prices: string[] }
 interface Real { db: Knex; projectIds: string[]; keyIds: string[] }
 type Cmd = fc.AsyncCommand<Model, Real>;
 
@@ -194,6 +194,12 @@ const capCmd = fc.record({ project, cap: fc.option(fc.integer({ min: 0, max: 400
     m.projects[i]!.cap = cap;
   }));
 
+/** An operator publishes new prices: submits quoted under the old ones are refused, nothing reserved. */
+const pricesCmd = fc.constant(null).map(() =>
+  command('publishPrices()', () => true, async (m, r) => {
+    m.prices.push((await publishPrices(r.db, { model: (m.seq += 1), run: randomBytes(4).toString('hex') })).priceVersion);
+  }));
+
 /** Time passes on the database's clock: leases, deadlines and uploads expire; months end. */
 const clockCmd = fc.record({ step: fc.constantFrom(10 * MIN, 20 * MIN, 70 * MIN, 35 * 24 * 60 * MIN), relay: fc.boolean() }).map(({ step, relay }) =>
   command(`advanceClock(${step / MIN} min${relay ? ', then relayTick and janitor' : ''})`, () => true, async (m, r) => {
@@ -245,8 +251,10 @@ const submitCmd = fc.record({
   repeat: fc.option(fc.nat(), { freq: 4 }),
   files: fc.oneof(fc.constant<number[]>([]), fc.array(fc.nat(), { minLength: 1, maxLength: 2 })),
   liveFiles: fc.constantFrom(true, true, true, false),
-}).map(({ project: i, reserve, repeat, files: filePicks, liveFiles }) =>
-  command(`submit(p${i}, ${reserve}${repeat === null ? '' : `, repeat #${repeat}`}, files ${JSON.stringify(filePicks)})`, () => true, async (m, r) => {
+  stalePrice: fc.constantFrom(false, false, false, false, true),
+}).map(({ project: i, reserve, repeat, files: filePicks, liveFiles, stalePrice }) =>
+  command(`submit(p${i}, ${reserve}${repeat === null ? '' : `, repeat #${repeat}`}, files ${JSON.stringify(filePicks)}${stalePrice ? ', quoted under the first prices' : ''})`, () => true, async (m, r) => {
+    const priceVersion = stalePrice ? m.prices[0]! : m.prices[m.prices.length - 1]!;
     const mine = m.execs.filter((e) => e.project === i);
     const original = repeat !== null && mine.length > 0 ? mine[repeat % mine.length]! : undefined;
     const key = original?.key ?? `key-${(m.seq += 1)}`;
@@ -257,6 +265,7 @@ const submitCmd = fc.record({
     // Prediction: a bound key returns its execution untouched; else every file must be live, then balance, then cap.
     const expected = original ? 'existing'
       : files.some((f) => f.deleted || f.expiresAt <= m.clock) ? 'file_not_found'
+      : priceVersion !== m.prices[m.prices.length - 1] ? 'price_version_mismatch'
       : p.available < reserve ? 'insufficient_balance'
       : p.cap !== null && monthCharged(m, p) + p.reserved + reserve > p.cap ? 'monthly_cap_exceeded' : 'created';
     const id = newId('exe');
@@ -265,7 +274,7 @@ const submitCmd = fc.record({
     try {
       const res = await submitExecution(r.db, {
         id, projectId: r.projectIds[i]!, apiKeyId: r.keyIds[i]!, tool: 'test.sleep', model: 'default', category: 'test', arguments: { n: m.seq },
-        priceVersion: 'model', totalSteps: 3, reservedMicros: reserve, idempotencyKey: key, requestDigest: 'digest', routingKey: 'model.test',
+        priceVersion, totalSteps: 3, reservedMicros: reserve, idempotencyKey: key, requestDigest: 'digest', routingKey: 'model.test',
         fileIds: files.map((f) => f.id), dispatchDeadlineMs: DISPATCH_MS,
       });
       outcome = res.kind;
@@ -495,7 +504,7 @@ async function checkLiveness(r: Real, startClock: number): Promise<void> {
 const commands = [
   creditCmd, capCmd, uploadCmd, uploadCmd, workCmd, workCmd, submitCmd, submitCmd, submitCmd, claimCmd, claimCmd, claimCmd, claimCmd, clockCmd, clockCmd, releaseCmd,
   startStepCmd, startStepCmd, startStepCmd, finishStepCmd, finishStepCmd, finishStepCmd, settleCmd, settleCmd, cancelCmd, reviewCmd, resolveCmd,
-  waitCmd, abandonCmd, janitorCmd, janitorCmd, relayCmd, relayCmd,
+  waitCmd, abandonCmd, janitorCmd, janitorCmd, relayCmd, relayCmd, pricesCmd,
 ];
 
 test('the ledger agrees with a model of balances, leases and uploads after every command, and every execution ends', async () => {
@@ -517,6 +526,7 @@ test('the ledger agrees with a model of balances, leases and uploads after every
           files: [],
           seq: 0,
           clock: 0,
+          prices: [(await publishPrices(db, { model: 0, run: randomBytes(4).toString('hex') })).priceVersion],
         };
         real = { db, projectIds: seeded.map((s) => s.projectId), keyIds: seeded.map((s) => s.keyId) };
         return { model, real };

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { createDb, submitExecution } from '@tes/db';
+import { createDb, publishPrices, submitExecution } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, deleteTopology, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, createNullLogger } from '@tes/observability';
 import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
@@ -68,9 +68,10 @@ async function holdableProxy(): Promise<{ url: string; hold: (on: boolean) => vo
 
 it('an unconfirmed publish times out, the pass ends, and the row is published once the broker answers', async () => {
   const p = await seedProject(db, { creditMicros: 1_000 });
+  const { priceVersion } = await publishPrices(db, { relay: 1 });
   const id = newId('exe');
   await submitExecution(db, {
-    id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'default', category: 'test', arguments: {}, priceVersion: 'v',
+    id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'default', category: 'test', arguments: {}, priceVersion,
     totalSteps: 1, reservedMicros: 100, idempotencyKey: 'relay-1', requestDigest: 'd', routingKey: 'test', dispatchDeadlineMs: 60_000,
   });
   const proxy = await holdableProxy();

@@ -1,6 +1,6 @@
 import { Router, type Request, type Response } from 'express';
 import { AppError, canonicalJson, isAppError, newId, sha256Hex } from '@tes/core';
-import { findByIdempotencyKey, getLiveFile, getSteps, submitExecution, type ExecutionRecord } from '@tes/db';
+import { findBindingSettled, getLiveFile, getSteps, submitExecution, type ExecutionRecord } from '@tes/db';
 import type { ResolvedInput } from '@tes/catalog';
 import type { Knex } from 'knex';
 import { isTerminal } from '@tes/core';
@@ -93,7 +93,8 @@ export function toolRoutes(deps: GatewayDeps): Router {
       reservedMicros = quote.maximumChargeMicros;
     } catch (err) {
       if (!isAppError(err)) throw err;
-      const prior = await findByIdempotencyKey(db, auth.projectId, idempotencyKey);
+      // waits for an original with this key that is still in flight (never refuse a resend it would replay)
+      const prior = await findBindingSettled(db, auth.projectId, idempotencyKey);
       if (prior) return replay(deps, res, prior, auth.keyId, requestDigest);
       throw err;
     }
