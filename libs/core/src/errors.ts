@@ -85,6 +85,8 @@ export type ExecutionErrorCode =
   | 'step_limit_exceeded'
   | 'artifact_too_large'
   | 'step_timeout'
+  /** a step's work needed more CPU or memory than its sandbox allows (an over-expensive input) */
+  | 'resource_limit_exceeded'
   | 'delivery_limit_exceeded'
   | 'tool_unavailable'
   | 'internal_error';

@@ -29,6 +29,7 @@ import type { Disposition, OutboxDispatcher } from '@tes/messaging';
 import { crashPoint, type Logger, type Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
 import { hasProgram } from './programs';
+import { SharpSandbox } from './media/sharp-sandbox';
 import type { ProviderSetup } from './providers/common';
 import { isWait, OutcomeUnknown, type InputFile, type StepOutcome, type StepResult, type ToolRunner } from './runner';
 
@@ -51,6 +52,8 @@ export interface EngineDeps {
   waitRoutingKeyFor: (category: string) => string;
   waitMs: number;
   providers: ProviderSetup;
+  /** Killable sharp; a private one is made when none is given. */
+  sandbox?: SharpSandbox;
   /** Publishes a fresh message for an execution to `category`'s delay queue (confirmed). */
   requeueLater: (message: Record<string, unknown>, category: string) => Promise<void>;
 }
@@ -78,8 +81,11 @@ class ShuttingDown extends Error {
 export class StepEngine {
   private readonly shutdown = new AbortController();
   private readonly priceCache = new Map<string, PriceList>();
+  readonly sandbox: SharpSandbox;
 
-  constructor(private readonly deps: EngineDeps) {}
+  constructor(private readonly deps: EngineDeps) {
+    this.sandbox = deps.sandbox ?? new SharpSandbox();
+  }
 
   /** Aborts running steps; their executions are released for another worker to resume. */
   abortAll(): void {
@@ -326,6 +332,7 @@ export class StepEngine {
         store: this.deps.store,
         logger: this.deps.logger,
         providers: this.deps.providers,
+        sandbox: this.sandbox,
       });
       if (controller.signal.aborted) throw controller.signal.reason;
       if (!isWait(result) && (!Number.isSafeInteger(result.costMicros) || result.costMicros < 0)) throw new Error(`step ${name} reported an invalid cost`);

@@ -1,3 +1,4 @@
+import type { SharpSandbox } from './media/sharp-sandbox';
 import type { Catalog, PriceList } from '@tes/catalog';
 import type { ExecutionRecord, StepRecord } from '@tes/db';
 import type { Logger } from '@tes/observability';
@@ -79,6 +80,8 @@ export interface StepContext {
   logger: Logger;
   /** HTTP client (address-guarded), base URLs and credentials for provider-backed models. */
   providers: ProviderSetup;
+  /** Runs sharp pipelines in killable, CPU- and memory-capped child processes. */
+  sandbox: SharpSandbox;
 }
 
 export interface InputFile {

@@ -1,4 +1,4 @@
-import sharp from 'sharp';
+import type sharp from 'sharp';
 import { ceilDiv, StepError } from '@tes/core';
 import type { ToolRunner } from '../runner';
 
@@ -66,14 +66,17 @@ export const imageRenderRunner: ToolRunner = {
   async runStep(ctx) {
     const a = ctx.args as unknown as RenderArgs;
     const svg = a.svg ?? textCardSvg(a);
-    let pipeline = sharp(Buffer.from(svg, 'utf8'), { limitInputPixels: 4096 * 4096 * 4, failOn: 'error' })
-      .resize(a.width, a.height, { fit: 'contain', background: a.background })
-      .flatten({ background: a.background });
-    pipeline = a.format === 'jpeg' ? pipeline.jpeg({ quality: a.quality }) : pipeline.png();
+    // In the sandbox: an SVG within the schema can still cost minutes of CPU (filters such as
+    // feTurbulence), and librsvg cannot be interrupted in-process. The step's deadline kills it.
     let out: { data: Buffer; info: sharp.OutputInfo };
     try {
-      out = await pipeline.toBuffer({ resolveWithObject: true });
+      out = await ctx.sandbox.run(Buffer.from(svg, 'utf8'), { limitInputPixels: 4096 * 4096 * 4, failOn: 'error' }, [
+        ['resize', [a.width, a.height, { fit: 'contain', background: a.background }]],
+        ['flatten', [{ background: a.background }]],
+        a.format === 'jpeg' ? ['jpeg', [{ quality: a.quality }]] : ['png', []],
+      ], ctx.signal);
     } catch (err) {
+      if (ctx.signal.aborted || err instanceof StepError) throw err;
       throw new StepError('invalid_input_file', `the SVG could not be rendered: ${(err as Error).message.slice(0, 200)}`);
     }
     if (ctx.signal.aborted) throw ctx.signal.reason;
