@@ -191,29 +191,65 @@ describe('upload slots', () => {
     });
   }
 
+  const png = () => stack.http().post('/tools/upload');
+
   it(`at most ${2} uploads are read at once per process: one more gets 503 with Retry-After, nothing stored; a slot frees when a client goes away`, async () => {
     expect(stack.config.uploadConcurrency).toBe(2);
-    const p = await stack.seed();
-    const held = [await heldUpload(p.secret), await heldUpload(p.secret)];
+    const [a, b, c] = [await stack.seed(), await stack.seed(), await stack.seed()];
+    const held = [await heldUpload(a.secret), await heldUpload(b.secret)];
     try {
-      const refused = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      const refused = await png().set(bearer(c.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
       expectEnvelope(refused, 503, 'service_unavailable');
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
-      expect(await stack.db('files').where({ project_id: p.projectId })).toHaveLength(0);
+      expect(await stack.db('files').where({ project_id: c.projectId })).toHaveLength(0);
       // a caller without a key is refused before any slot or body read
-      expectEnvelope(await stack.http().post('/tools/upload').send({ mimeType: 'image/png', data: PNG.toString('base64') }), 401, 'platform_api_key_missing');
+      expectEnvelope(await png().send({ mimeType: 'image/png', data: PNG.toString('base64') }), 401, 'platform_api_key_missing');
     } catch (err) {
       for (const s of held) s.destroy(); // an open upload would keep the stack from stopping
       throw err;
     }
     held[0]!.destroy();
     // the aborted upload's slot is free again
-    let after = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+    let after = await png().set(bearer(c.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
     for (let i = 0; i < 20 && after.status === 503; i++) {
       await new Promise((r) => setTimeout(r, 50));
-      after = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      after = await png().set(bearer(c.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
     }
     expect(after.status).toBe(200);
     held[1]!.destroy();
+  });
+
+  it('one project cannot take every slot: its second upload waits its turn while another project is served', async () => {
+    const [a, b] = [await stack.seed(), await stack.seed()];
+    const held = await heldUpload(a.secret);
+    try {
+      const second = await png().set(bearer(a.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      expectEnvelope(second, 503, 'service_unavailable');
+      expect(second.body.error.details.reason).toMatch(/this project already has 1 upload/);
+      const other = await png().set(bearer(b.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      expect(other.status).toBe(200);
+    } finally {
+      held.destroy();
+    }
+  });
+
+  it('a body trickled slower than the floor is cut within seconds with 400, and its slot is free again', async () => {
+    const a = await stack.seed();
+    const socket = await heldUpload(a.secret);
+    const started = Date.now();
+    const trickle = setInterval(() => socket.write('A'), 200); // 5 bytes/s
+    const answer = await new Promise<string>((resolve) => {
+      let text = '';
+      socket.on('data', (d: Buffer) => (text += d.toString()));
+      socket.on('close', () => resolve(text));
+    });
+    clearInterval(trickle);
+    expect(Date.now() - started).toBeLessThan(6_000);
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
+    expect(answer).toMatch(/cache-control: no-store/i);
+    expect(answer).toContain('"message":"invalid_request"');
+    expect(answer).toMatch(/arrived slower than \d+ bytes\/s/);
+    const after = await png().set(bearer(a.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+    expect(after.status).toBe(200);
   });
 });

@@ -13,6 +13,8 @@ export interface Config {
   readonly gatewayProcesses: number;
   /** Uploads one gateway process reads at once (each holds up to ~4× its 16 MiB body in memory). */
   readonly uploadConcurrency: number;
+  /** An upload body slower than this (after 2 s) is cut, so trickled bodies cannot hold the slots. */
+  readonly uploadMinBytesPerSecond: number;
   readonly amqpUrl: string;
   /** Prefix for every exchange and queue name, so test files and stacks can share a broker. */
   readonly amqpPrefix: string;
@@ -160,6 +162,7 @@ export function loadConfig(env: Env = process.env): Config {
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
     uploadConcurrency: int('UPLOAD_CONCURRENCY', 2, 1, 64),
+    uploadMinBytesPerSecond: int('UPLOAD_MIN_BYTES_PER_SECOND', 32 * 1024, 0, 1024 ** 3),
     amqpUrl: url('AMQP_URL', DEFAULTS.AMQP_URL, ['amqp:', 'amqps:']),
     amqpPrefix,
     s3: {

@@ -3,8 +3,9 @@ import type { NextFunction, Request, Response } from 'express';
 import { UploadSlots } from '../src/routes/upload';
 
 /** The slot bookkeeping of uploads, driven with response-like emitters. */
-function fakeResponse(): Response & EventEmitter {
-  return Object.assign(new EventEmitter(), { locals: {} }) as unknown as Response & EventEmitter;
+let projects = 0;
+function fakeResponse(projectId = `prj_${(projects += 1)}`): Response & EventEmitter {
+  return Object.assign(new EventEmitter(), { locals: { auth: { projectId } } }) as unknown as Response & EventEmitter;
 }
 
 function take(slots: UploadSlots, res: Response): void {
@@ -47,4 +48,17 @@ it('a handler that throws gives its slot back', async () => {
   expect(slots.busy).toBe(0);
   res.emit('finish');
   expect(slots.busy).toBe(0);
+});
+
+it('one project holds at most half the slots (at least one); others are served meanwhile', () => {
+  const slots = new UploadSlots(4);
+  expect(slots.perProject).toBe(2);
+  const mine = [fakeResponse('prj_a'), fakeResponse('prj_a')];
+  for (const r of mine) take(slots, r);
+  expect(() => take(slots, fakeResponse('prj_a'))).toThrow(expect.objectContaining({ code: 'service_unavailable' }));
+  take(slots, fakeResponse('prj_b'));
+  expect(slots.busy).toBe(3);
+  mine[0]!.emit('finish');
+  take(slots, fakeResponse('prj_a')); // its share is free again
+  expect(new UploadSlots(1).perProject).toBe(1);
 });
