@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { AppError } from '@tes/core';
 import { isConnectionError, prepared } from '@tes/db';
 
 export interface LimitDecision {
@@ -42,6 +43,8 @@ interface Slot {
   /** Size of the next lease: doubles while the key keeps using its leases up. */
   nextLease: number;
   pending?: Promise<void>;
+  /** While the shared counter is unreachable: what the stand-in may still grant this key this window. */
+  standInLeft?: number;
 }
 
 /** A key's slot before its first lease of a window. */
@@ -63,10 +66,14 @@ function freshSlot(nextLease: number): Slot {
  * so with R replicas a key may be refused up to (R − 1) × (maxLease − 1) points early
  * (≤ 5 % of the limit per extra replica with the default lease). A key found exhausted is
  * refused locally and re-checked against the shared counter at most every
- * `recheckExhaustedMs`. If Postgres cannot answer (see storeUnavailable), an in-memory limiter
+ * `recheckExhaustedMs`. If Postgres is unreachable (see storeUnreachable), an in-memory limiter
  * with the same policy stands in (per replica) until a probe, one every `storeRetryMs`, finds
  * it answering again, rather than letting traffic through unlimited or making every request
- * wait for the database in turn; a key known to be used up stays refused meanwhile.
+ * wait for the database in turn. The stand-in fails closed for what this replica knows: a key
+ * known to be used up stays refused, and a key it holds a window for gets at most what the
+ * shared counter had left for it. If Postgres answers but is overloaded (the pool's acquire
+ * timeout, too many connections, a statement timeout), the request is refused with 503 and
+ * Retry-After: overload is exactly when admitting more than the limit would hurt most.
  *
  * rate-limiter-flexible (used for that stand-in and the failed-auth limit) writes to its
  * store on every consume; no maintained library leases points from a shared store, hence
@@ -124,9 +131,9 @@ export class SharedWindowLimiter {
         return { allowed: false, remaining: 0, msBeforeNext: Math.max(0, slot.windowEnd - now) };
       }
       if (this.storeDown) {
-        // the shared counter is failing: one request at a time probes it (every
+        // the shared counter is unreachable: one request at a time probes it (every
         // storeRetryMs); all others are decided by the stand-in without waiting on it
-        if (now < this.storeDownUntil) return this.fallback(key);
+        if (now < this.storeDownUntil) return this.fallback(key, slot);
         this.storeDownUntil = now + this.storeRetryMs;
       }
       if (!slot) {
@@ -146,17 +153,21 @@ export class SharedWindowLimiter {
         if (this.storeDown) {
           this.storeDown = false;
           this.options.onStoreRecovered?.();
+          for (const [, x] of this.slots.entries()) x.standInLeft = undefined;
         }
       } catch (err) {
-        // The database cannot answer (down, out of connections, read-only after a failover,
-        // a timeout): the per-replica stand-in decides this request and, until a probe
-        // succeeds, every other one, including those that were waiting on this lease. Any
-        // other error is a fault of ours and is not hidden behind the stand-in.
-        if (!storeUnavailable(err)) throw err;
+        // Unreachable (refused, reset, shut down, read-only after a failover): the
+        // per-replica stand-in decides this request and, until a probe succeeds, every other
+        // one, including those that were waiting on this lease. Overloaded: refuse this one
+        // (fail closed). Any other error is a fault of ours and is not hidden.
+        if (storeOverloaded(err)) {
+          throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'the rate limit cannot be checked now (database overloaded); retry shortly' } });
+        }
+        if (!storeUnreachable(err)) throw err;
         if (!this.storeDown) this.options.onStoreError?.(err);
         this.storeDown = true;
         this.storeDownUntil = this.now() + this.storeRetryMs;
-        return this.fallback(key);
+        return this.fallback(key, s);
       }
       if (s.tokens === 0 && s.exhausted) return { allowed: false, remaining: 0, msBeforeNext: Math.max(0, s.windowEnd - this.now()) };
     }
@@ -195,7 +206,15 @@ export class SharedWindowLimiter {
     return Math.max(0, this.options.points - slot.counted + slot.tokens);
   }
 
-  private async fallback(key: string): Promise<LimitDecision> {
+  private async fallback(key: string, slot: Slot | undefined): Promise<LimitDecision> {
+    const now = this.now();
+    if (slot && slot.windowEnd > now && slot.counted > 0) {
+      // this replica knows the key's window: never grant more than the counter had left
+      slot.standInLeft ??= this.remaining(slot);
+      if (slot.standInLeft <= 0) return { allowed: false, remaining: 0, msBeforeNext: slot.windowEnd - now };
+      slot.standInLeft -= 1;
+      return { allowed: true, remaining: slot.standInLeft, msBeforeNext: slot.windowEnd - now };
+    }
     try {
       const r = await this.insurance.consume(key, 1);
       return { allowed: true, remaining: r.remainingPoints, msBeforeNext: r.msBeforeNext };
@@ -207,13 +226,21 @@ export class SharedWindowLimiter {
 }
 
 /**
- * Errors that mean the shared counter cannot answer now: connection failures, the pool's
- * acquire timeout, too many connections (53300), shutdown or recovery (57P01-57P03), a
- * read-only server after a failover (25006), a cancelled or timed-out statement (57014).
+ * The shared counter cannot be reached: connection failures, shutdown or recovery
+ * (57P01-57P03), a read-only server after a failover (25006).
  */
-function storeUnavailable(err: unknown): boolean {
+function storeUnreachable(err: unknown): boolean {
   if (isConnectionError(err)) return true;
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && ['57P01', '57P02', '57P03', '25006'].includes(code);
+}
+
+/**
+ * The shared counter answers but not in time: the pool's acquire timeout, too many
+ * connections (53300), a cancelled or timed-out statement (57014).
+ */
+function storeOverloaded(err: unknown): boolean {
   const e = err as { code?: unknown; name?: unknown } | null;
   if (e?.name === 'KnexTimeoutError') return true;
-  return typeof e?.code === 'string' && ['53300', '57P01', '57P02', '57P03', '25006', '57014'].includes(e.code);
+  return typeof e?.code === 'string' && ['53300', '57014'].includes(e.code);
 }

@@ -209,3 +209,43 @@ it('while the shared counter is unreachable a used-up key stays refused, other k
     await relay.cut().catch(() => undefined);
   }
 });
+
+it('while the counter is unreachable, a key this replica holds a window for gets no more than the counter had left', async () => {
+  const relay = await cuttableRelay();
+  const viaRelay = createDb({ url: relay.url, poolMax: 2 });
+  try {
+    const limiter = new SharedWindowLimiter(viaRelay, { points: 10, windowSeconds: 60, keyPrefix: 'key', maxLease: 1 });
+    const key = freshKey();
+    for (let i = 0; i < 7; i++) expect((await limiter.consume(key)).allowed).toBe(true);
+    await relay.cut();
+    const allowed: boolean[] = [];
+    for (let i = 0; i < 6; i++) allowed.push((await limiter.consume(key)).allowed);
+    // the in-memory stand-in alone would have granted 6 more (a fresh 10 per replica): fail closed at the limit
+    expect(allowed).toEqual([true, true, true, false, false, false]);
+  } finally {
+    await viaRelay.destroy().catch(() => undefined);
+    await relay.cut().catch(() => undefined);
+  }
+});
+
+it('an overloaded database (no connection free in time) refuses the request with 503 instead of admitting it unchecked', async () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const knex = require('knex') as (c: Knex.Config) => Knex;
+  const small = knex({ client: 'pg', connection: { connectionString: database.url }, pool: { min: 0, max: 1 }, acquireConnectionTimeout: 300 });
+  const errors: unknown[] = [];
+  try {
+    const limiter = new SharedWindowLimiter(small, { points: 100, windowSeconds: 60, keyPrefix: 'key', onStoreError: (e) => errors.push(e) });
+    const key = freshKey();
+    const trx = await small.transaction(); // holds the only connection: every lease waits, then times out
+    try {
+      await expect(limiter.consume(key)).rejects.toMatchObject({ code: 'service_unavailable' });
+      await expect(limiter.consume(freshKey())).rejects.toMatchObject({ code: 'service_unavailable' });
+    } finally {
+      await trx.commit();
+    }
+    expect(errors).toHaveLength(0); // not taken for "unreachable": no stand-in took over
+    expect((await limiter.consume(key)).allowed).toBe(true);
+  } finally {
+    await small.destroy();
+  }
+});
