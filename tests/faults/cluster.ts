@@ -217,7 +217,7 @@ export class Cluster {
       ...extraEnv,
     };
     // the guard stops the child (SIGTERM) if this test process dies without cleaning up
-    const child = spawn(process.execPath, ['--require', path.join(__dirname, 'orphan-guard.js'), path.join(BUILD_ROOT, MAIN[serviceOf(name)])], {
+    const child = spawn(process.execPath, ['--require', path.join(BUILD_ROOT, 'scripts/dev/dist/orphan-guard.js'), path.join(BUILD_ROOT, MAIN[serviceOf(name)])], {
       cwd: BUILD_ROOT,
       env,
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],

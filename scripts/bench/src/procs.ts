@@ -17,7 +17,8 @@ export interface Child {
   done(): boolean;
 }
 
-const GUARD = path.join(__dirname, 'orphan-guard.js');
+// the one orphan guard, built with scripts/dev (npm run bench builds everything first)
+const GUARD = path.resolve(__dirname, '../../dev/dist/orphan-guard.js');
 const children = new Set<Child>();
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
