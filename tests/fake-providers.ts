@@ -12,8 +12,16 @@ import { ffmpegMake } from './media';
  *   [429once]  first create answers 429, then works             [500]    create answers 500
  *   [hang]     create reads the request, then drops the connection
  *   [badfile]  the output file is not an image or video
+ * and outages of a job's reads, from the first such request for MS milliseconds (or forever):
+ *   [status-CODE:MS]  status polls answer HTTP CODE      [status-drop:MS]  ... drop the connection
+ *   [result-CODE:MS]  fal's result URL, the same         [result-drop:MS]
+ *   [file-CODE:MS]    the output files, the same         [file-drop:MS]
+ * An outage's answers come from in front of the provider: fal's own answers carry
+ * X-Fal-Request-Id, these do not.
  */
 export interface RecordedRequest {
+  /** When it arrived (ms since the epoch). */
+  at: number;
   method: string;
   path: string;
   authorization: string | undefined;
@@ -28,11 +36,16 @@ export interface FakeProviders {
   stop(): Promise<void>;
 }
 
+type ReadPoint = 'status' | 'result' | 'file';
+
 interface Job {
+  id: string;
   prompt: string;
   polls: number;
   count: number;
   kind: 'image' | 'video';
+  /** When each read point's outage began (its first request). */
+  outageFrom: Partial<Record<ReadPoint, number>>;
 }
 
 export async function startFakeProviders(): Promise<FakeProviders> {
@@ -48,7 +61,18 @@ export async function startFakeProviders(): Promise<FakeProviders> {
   const tag = (prompt: string, t: string) => prompt.includes(`[${t}]`);
   const pollsNeeded = (prompt: string) => Number(/\[polls:(\d+)\]/.exec(prompt)?.[1] ?? 1);
   const fileUrl = (job: Job, i: number) =>
-    tag(job.prompt, 'badfile') ? `${base}/files/bad.bin` : job.kind === 'video' ? `${base}/files/video.mp4` : `${base}/files/img-${i}.png`;
+    `${base}/files/${job.id}/` + (tag(job.prompt, 'badfile') ? 'bad.bin' : job.kind === 'video' ? 'video.mp4' : `img-${i}.png`);
+
+  /** Answers for the job's outage at `point` if one is on; true when it did. */
+  function outage(job: Job, point: ReadPoint, req: http.IncomingMessage, res: http.ServerResponse): boolean {
+    const m = new RegExp(`\\[${point}-(\\d{3}|drop):(\\d+|forever)\\]`).exec(job.prompt);
+    if (!m) return false;
+    const from = (job.outageFrom[point] ??= Date.now());
+    if (m[2] !== 'forever' && Date.now() - from >= Number(m[2])) return false;
+    if (m[1] === 'drop') req.socket.destroy();
+    else send(res, Number(m[1]), { detail: 'upstream unavailable' });
+    return true;
+  }
 
   /** Shared create behaviour; returns a job id, or null when the response was already sent. */
   function create(res: http.ServerResponse, req: http.IncomingMessage, prompt: string, count: number, kind: Job['kind']): string | null {
@@ -64,7 +88,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       return send(res, 429, { detail: 'rate limited' }), null;
     }
     const id = `job${++seq}`;
-    jobs.set(id, { prompt, polls: 0, count, kind });
+    jobs.set(id, { id, prompt, polls: 0, count, kind, outageFrom: {} });
     return id;
   }
 
@@ -83,15 +107,18 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       const raw = Buffer.concat(chunks).toString('utf8');
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
       const path = (req.url ?? '').split('?')[0] as string;
-      requests.push({ method: req.method ?? '', path, authorization: req.headers.authorization, body });
+      requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body });
       route(req, res, path, body);
     });
   });
 
   function route(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | undefined) {
     let m: RegExpExecArray | null;
-    if (path.startsWith('/files/')) {
-      if (path === '/files/bad.bin') return void res.end('<html>not a file</html>');
+    if ((m = /^\/files\/([^/]+)\/[^/]+$/.exec(path))) {
+      const job = jobs.get(m[1] as string);
+      if (!job) return send(res, 404, { detail: 'Not found' });
+      if (outage(job, 'file', req, res)) return;
+      if (path.endsWith('/bad.bin')) return void res.end('<html>not a file</html>');
       res.setHeader('Content-Type', path.endsWith('.mp4') ? 'video/mp4' : 'image/png');
       return void res.end(path.endsWith('.mp4') ? mp4 : png);
     }
@@ -108,6 +135,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       if (req.method === 'GET' && (m = /^\/replicate\/v1\/predictions\/([^/]+)$/.exec(path))) {
         const job = jobs.get(m[1] as string);
         if (!job) return send(res, 404, { detail: 'Not found' });
+        if (outage(job, 'status', req, res)) return;
         const s = step(job);
         if (s === 'running') return send(res, 200, { id: m[1], status: 'processing', output: null, error: null });
         if (s === 'failed') return send(res, 200, { id: m[1], status: 'failed', output: null, error: 'CUDA out of memory' });
@@ -121,20 +149,24 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       if (req.method === 'POST' && (path === '/fal/fal-ai/flux/schnell' || path === '/fal/fal-ai/kling-video/v1/standard/text-to-video')) {
         const kind = path.includes('kling') ? 'video' : 'image';
         const id = create(res, req, String(body?.prompt), Number(body?.num_images ?? 1), kind);
-        if (id) send(res, 200, { request_id: id, status_url: 'ignored', response_url: 'ignored', cancel_url: 'ignored' });
+        if (id) send(res, 200, { request_id: id, status_url: 'ignored', response_url: 'ignored', cancel_url: 'ignored' }, { 'X-Fal-Request-Id': id });
         return;
       }
       if (req.method === 'GET' && (m = /^\/fal\/fal-ai\/(flux|kling-video)\/requests\/([^/]+)(\/status)?$/.exec(path))) {
         const job = jobs.get(m[2] as string);
         if (!job) return send(res, 404, { detail: 'Request not found' });
+        const fal = { 'X-Fal-Request-Id': job.id };
         if (m[3]) {
+          if (outage(job, 'status', req, res)) return;
           const s = step(job);
-          if (s === 'failed') return send(res, 200, { status: 'COMPLETED' }); // fal reports errors on the result
-          return send(res, 200, { status: s === 'done' ? 'COMPLETED' : job.polls === 1 ? 'IN_QUEUE' : 'IN_PROGRESS', queue_position: 0 });
+          if (s === 'failed') return send(res, 200, { status: 'COMPLETED' }, fal); // fal reports errors on the result
+          return send(res, 200, { status: s === 'done' ? 'COMPLETED' : job.polls === 1 ? 'IN_QUEUE' : 'IN_PROGRESS', queue_position: 0 }, fal);
         }
-        if (tag(job.prompt, 'fail')) return send(res, 500, { detail: 'generation failed' });
-        if (job.kind === 'video') return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4' } });
-        return send(res, 200, { images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })), seed: 1 });
+        if (outage(job, 'result', req, res)) return;
+        // the model's error, replayed by fal's server for a completed request
+        if (tag(job.prompt, 'fail')) return send(res, 500, { detail: 'generation failed' }, fal);
+        if (job.kind === 'video') return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4' } }, fal);
+        return send(res, 200, { images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })), seed: 1 }, fal);
       }
     }
     // OpenAI
@@ -178,7 +210,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
   };
 }
 
-function send(res: http.ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'Content-Type': 'application/json' });
+function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
   res.end(JSON.stringify(body));
 }

@@ -28,10 +28,10 @@ afterAll(async () => {
   await fake?.stop();
 });
 
-async function submit(secret: string, tool: string, args: Record<string, unknown>): Promise<string> {
-  const q = await stack.http().post('/tools/quote').set(bearer(secret)).send({ tool, arguments: args });
+async function submit(secret: string, tool: string, args: Record<string, unknown>, on: TestStack = stack): Promise<string> {
+  const q = await on.http().post('/tools/quote').set(bearer(secret)).send({ tool, arguments: args });
   expect(q.status).toBe(200);
-  const res = await stack
+  const res = await on
     .http()
     .post(`/tools/${tool}`)
     .set({ ...bearer(secret), 'Idempotency-Key': `prov-${Math.random().toString(36).slice(2, 12)}` })
@@ -147,7 +147,7 @@ describe('image.generate', () => {
     await stack.stopWorker();
     const id = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'crash window' });
     // what a worker killed right after sending the create leaves behind
-    await stack.db('executions').where({ id }).update({ status: 'running', attempts: 1, lease_owner: 'wrk_killed', lease_expires_at: stack.db.raw("now() - interval '1 second'") });
+    await stack.db('executions').where({ id }).update({ status: 'running', attempts: 1, claims: 1, lease_owner: 'wrk_killed', lease_expires_at: stack.db.raw("now() - interval '1 second'") });
     await stack.db('execution_steps').insert({ execution_id: id, project_id: p.projectId, index: 0, name: 'generate', status: 'running', external: true });
     await stack.startWorker();
     const done = await waitForExecution(stack, p.secret, id);
@@ -166,6 +166,70 @@ describe('image.generate', () => {
     const slowNow = await stack.db('executions').where({ id: slow }).first();
     expect(['waiting', 'running']).toContain(slowNow.status);
     expect((await waitForExecution(stack, p.secret, slow, undefined, 20_000)).status).toBe('succeeded');
+  });
+});
+
+/**
+ * A provider that cannot be read for a while: its status, fal's result URL or the output
+ * files answer 5xx or drop the connection for longer than the worker's in-process retries
+ * (the fake's [point-CODE:MS] tags, counted from the first such request). Once the job
+ * exists, a failed read is not an outcome: the execution keeps waiting until the job
+ * deadline (PROVIDER_JOB_TIMEOUT_MS), and if the job still cannot be read it goes to
+ * needs_review with its reservation held. It never fails at zero charge while the provider
+ * may be running, and billing us for, the job.
+ */
+describe('a provider that cannot be read', () => {
+  /** The provider job's reference the execution recorded. */
+  async function jobOf(on: TestStack, executionId: string): Promise<string> {
+    const row = await on.db('execution_steps').where({ execution_id: executionId, index: 0 }).first('external_ref');
+    return row.external_ref as string;
+  }
+
+  it.each([
+    ['Replicate: status polls answer HTTP 500', 'image.generate', { model: 'replicate/flux-schnell', prompt: 'blip fox [status-500:2000]' }, 4_000],
+    ['fal: status polls drop the connection', 'image.generate', { model: 'fal/flux-schnell', prompt: 'blip boat [status-drop:2000]' }, 4_000],
+    ['Replicate: the output files answer HTTP 503', 'image.generate', { model: 'replicate/flux-schnell', prompt: 'blip owl [file-503:2000]', count: 2 }, 8_000],
+    ['fal: the result URL answers 502, then the video drops the connection', 'video.generate', { model: 'fal/kling-video-v1-standard', prompt: 'blip waves [result-502:2000] [file-drop:2000]', durationSeconds: 5 }, 300_000],
+  ] as const)('%s for 2 s, longer than the in-process retries: the execution waits it out, succeeds and is charged', async (_name, tool, args, charge) => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const id = await submit(p.secret, tool, args);
+    const done = await waitForExecution(stack, p.secret, id);
+    expect(done).toMatchObject({ status: 'succeeded', chargedMicros: charge, errorCode: null });
+    expect((done.output as { artifacts: unknown[] }).artifacts).toHaveLength('count' in args ? args.count : 1);
+    expect(creates(args.prompt)).toHaveLength(1);
+    // The outage really outlasted the in-process retries: the step waited for a re-check.
+    expect(stack.logs.records.some((r) => r.message === 'worker.provider.read_failed' && r.executionId === id)).toBe(true);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - charge, reserved: 0 });
+  });
+
+  it('reads that never work end in needs_review at the job deadline, reservation held: status, result and files', async () => {
+    // A stack of its own with a shorter job deadline, to keep the wait short.
+    const own = await startStack({ env: { ...fake.env, PROVIDER_ALLOW_PRIVATE_NETWORKS: '1', WAIT_RECHECK_MS: '150', PROVIDER_JOB_TIMEOUT_MS: '4000' } });
+    try {
+      const p = await own.seed({ creditMicros: 100_000 });
+      const cases = [
+        { model: 'replicate/flux-schnell', prompt: 'lost fox [status-500:forever]' },
+        { model: 'fal/flux-schnell', prompt: 'lost boat [result-502:forever]' },
+        { model: 'fal/flux-schnell', prompt: 'lost owl [file-drop:forever]' },
+      ];
+      const ids = await Promise.all(cases.map((args) => submit(p.secret, 'image.generate', args, own)));
+      for (const [i, id] of ids.entries()) {
+        const done = await waitForExecution(own, p.secret, id);
+        expect(done).toMatchObject({ status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0, reservedMicros: 4_000 });
+        expect(done.errorMessage).toMatch(/could not be read before its deadline/);
+        expect(creates(cases[i]!.prompt)).toHaveLength(1);
+        // It kept reading, with backoff, until the deadline, without hammering the provider.
+        const job = await jobOf(own, id);
+        const created = creates(cases[i]!.prompt)[0]!.at;
+        const reads = fake.requests.filter((r) => r.method === 'GET' && r.path.includes(job));
+        expect(reads.at(-1)!.at - created).toBeGreaterThanOrEqual(4_000);
+        expect(reads.length).toBeLessThan(60);
+      }
+      expect(await projectBalance(own.db, p.projectId)).toEqual({ available: 100_000 - 12_000, reserved: 12_000 });
+      expect((await own.audit()).ok).toBe(true);
+    } finally {
+      await own.stop();
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { StepError } from '@tes/core';
-import { BlockedAddressError, HttpStatusError, ProviderHttp, retryableCreate, retryableRead, withRetries } from './http';
+import { BlockedAddressError, HttpStatusError, ProviderHttp, retryableCreate, retryableRead, retryWithin, withRetries } from './http';
 import { OutcomeUnknown } from '../runner';
 
 /** The output files a provider job produced, as URLs to fetch or bytes it returned inline. */
@@ -17,7 +17,10 @@ export interface ProviderSetup {
   http: ProviderHttp;
   baseUrls: { replicate: string; fal: string; openai: string };
   credentials: ProviderCredentials;
-  /** How long a provider job may stay unfinished before the step fails with provider_timeout. */
+  /**
+   * The provider job's deadline, from its creation: still running after it, the step fails
+   * with provider_timeout; still unreadable after it, the execution goes to needs_review.
+   */
   jobTimeoutMs: number;
 }
 
@@ -58,21 +61,58 @@ export function classifyCreateError(err: unknown): Error {
   return new OutcomeUnknown(`a request that may have started provider work failed: ${(err as Error).message}`);
 }
 
-/** Reads (status polls, result and file downloads) retry on 429, 5xx and network errors. */
-export async function read<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
-  try {
-    return await withRetries(fn, retryableRead, signal);
-  } catch (err) {
-    if (err instanceof BlockedAddressError) throw new StepError('provider_error', err.message);
-    if (err instanceof HttpStatusError && err.status >= 400 && err.status < 500 && err.status !== 429) {
-      throw new StepError('provider_error', `the provider refused a read (HTTP ${err.status})`);
-    }
-    throw new StepError('provider_error', `the provider could not be read: ${(err as Error).message.slice(0, 200)}`);
+/**
+ * A read of a provider job that exists (its status, its result, an output file) got no
+ * definitive answer: a network error, a timeout, an HTTP error, an answer we cannot make
+ * sense of. It says nothing about the job, which may still be running and billing us, so it
+ * is never a step failure: the step keeps waiting until the job's deadline, then leaves the
+ * outcome to an operator (OutcomeUnknown, needs_review).
+ */
+export class ReadFailed extends Error {
+  constructor(
+    message: string,
+    /** The provider's Retry-After, when it sent one. */
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = 'ReadFailed';
   }
 }
 
-/** Fetches an output file (through the address guard), capped in size. */
-export async function fetchOutput(ctx: ProviderContext, output: ProviderOutput, maxBytes: number): Promise<{ body: Buffer; contentType: string | undefined }> {
+/**
+ * How long one read retries in process. Short on purpose: a longer outage is waited out
+ * across re-checks (the execution waits with its consumer slot free), while a retry here
+ * holds the slot and spends the step's own deadline.
+ */
+const READ_RETRY_WINDOW_MS = 1_500;
+
+/**
+ * Reads (status polls, results, file downloads) retry on 408, 429, 5xx and network errors,
+ * briefly; whatever still fails is a ReadFailed. An address refused by the guard is a
+ * provider_error: it is refused before anything is sent and will be refused again.
+ */
+export async function read<T>(fn: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  const decided = (err: unknown) => err instanceof StepError || err instanceof OutcomeUnknown || err instanceof ReadFailed;
+  try {
+    return await retryWithin(fn, (err) => !decided(err) && retryableRead(err), signal, READ_RETRY_WINDOW_MS);
+  } catch (err) {
+    // Shutdown, lost lease, step deadline: the engine acts on the reason, not on this read.
+    if (signal.aborted) throw signal.reason ?? err;
+    if (decided(err)) throw err;
+    if (err instanceof BlockedAddressError) throw new StepError('provider_error', err.message);
+    if (err instanceof HttpStatusError) throw new ReadFailed(`the provider answered HTTP ${err.status}`, err.retryAfterMs);
+    throw new ReadFailed(`the provider could not be read: ${(err as Error).message.slice(0, 200)}`);
+  }
+}
+
+/** An output file's bytes, as fetched (or as the provider returned them inline). */
+export interface FetchedOutput {
+  body: Buffer;
+  contentType: string | undefined;
+}
+
+/** Fetches an output file (through the address guard), capped in size. Fails with ReadFailed. */
+export async function fetchOutput(ctx: ProviderContext, output: ProviderOutput, maxBytes: number): Promise<FetchedOutput> {
   if ('bytes' in output) return { body: output.bytes, contentType: undefined };
   return read(async () => {
     const res = await ctx.http.request('GET', output.url, { signal: ctx.signal, maxBytes, timeoutMs: 120_000 });
@@ -82,7 +122,13 @@ export async function fetchOutput(ctx: ProviderContext, output: ProviderOutput, 
   }, ctx.signal);
 }
 
-export function requireCredential(value: string | undefined, name: string): string {
-  if (!value) throw new StepError('provider_error', `${name} is not configured on this worker`);
-  return value;
+/**
+ * A provider credential of this worker. Missing before a job exists, the step fails
+ * (provider_error). Missing when reading a job that exists, this worker cannot learn the
+ * job's outcome, which is no outcome: ReadFailed (a worker that has it may read it later).
+ */
+export function requireCredential(value: string | undefined, name: string, use: 'create' | 'read' = 'create'): string {
+  if (value) return value;
+  const message = `${name} is not configured on this worker`;
+  throw use === 'read' ? new ReadFailed(message) : new StepError('provider_error', message);
 }

@@ -1,12 +1,13 @@
 import type { PollResult, ProviderContext } from './common';
-import { createJob, read, requireCredential } from './common';
+import { createJob, read, ReadFailed, requireCredential } from './common';
+import { HttpStatusError, retryAfterMs } from './http';
 
 /**
  * fal queue API: POST {queue}/{model_id} enqueues ({ request_id }); GET
  * {queue}/{app}/requests/{id}/status answers IN_QUEUE | IN_PROGRESS | COMPLETED; GET
- * {queue}/{app}/requests/{id} returns the result. `app` is the model id without its
- * subpath (fal-ai/flux/schnell -> fal-ai/flux). URLs are built from our configured base,
- * never taken from the answer.
+ * {queue}/{app}/requests/{id} returns the result, or the error the model returned. `app`
+ * is the model id without its subpath (fal-ai/flux/schnell -> fal-ai/flux). URLs are built
+ * from our configured base, never taken from the answer.
  */
 interface Enqueued {
   request_id: string;
@@ -15,8 +16,8 @@ interface Status {
   status: 'IN_QUEUE' | 'IN_PROGRESS' | 'COMPLETED';
 }
 
-function auth(ctx: ProviderContext) {
-  return { Authorization: `Key ${requireCredential(ctx.credentials.fal, 'FAL_KEY')}` };
+function auth(ctx: ProviderContext, use: 'create' | 'read') {
+  return { Authorization: `Key ${requireCredential(ctx.credentials.fal, 'FAL_KEY', use)}` };
 }
 
 function appOf(modelId: string): string {
@@ -24,12 +25,24 @@ function appOf(modelId: string): string {
 }
 
 export async function falCreate(ctx: ProviderContext, modelId: string, input: Record<string, unknown>): Promise<string> {
-  const r = await createJob(() => ctx.http.json<Enqueued>('POST', `${ctx.baseUrls.fal}/${modelId}`, { json: input, headers: auth(ctx), signal: ctx.signal }), ctx.signal);
+  const r = await createJob(() => ctx.http.json<Enqueued>('POST', `${ctx.baseUrls.fal}/${modelId}`, { json: input, headers: auth(ctx, 'create'), signal: ctx.signal }), ctx.signal);
   if (typeof r.request_id !== 'string' || r.request_id.length === 0) throw new Error('fal answered without a request id');
   return r.request_id;
 }
 
-/** Polls; on completion fetches the result and lets `outputsOf` pick the file URLs. */
+/**
+ * Answers of fal's own servers that say nothing about the request: access, a result no
+ * longer kept (fal keeps results for minutes to an hour), rate limits, timeouts.
+ */
+const NOT_ABOUT_THE_REQUEST = new Set([401, 403, 404, 408, 410, 429]);
+
+/**
+ * Polls; on completion fetches the result and lets `outputsOf` pick the file URLs. A
+ * completed request whose model failed answers its result URL with the model's error, so an
+ * error there is an outcome only when fal's own server sent it: its answers carry
+ * X-Fal-Request-Id (fal's Python client tells its server's errors from a proxy's the same
+ * way). The same status from a proxy or load balancer in front of fal is no answer at all.
+ */
 export async function falPoll(
   ctx: ProviderContext,
   modelId: string,
@@ -37,11 +50,29 @@ export async function falPoll(
   outputsOf: (result: Record<string, unknown>) => string[],
 ): Promise<PollResult> {
   const base = `${ctx.baseUrls.fal}/${appOf(modelId)}/requests/${encodeURIComponent(requestId)}`;
-  const s = await read(() => ctx.http.json<Status>('GET', `${base}/status`, { headers: auth(ctx), signal: ctx.signal }), ctx.signal);
-  if (s.status === 'IN_QUEUE' || s.status === 'IN_PROGRESS') return { done: false };
-  if (s.status !== 'COMPLETED') return { failed: `fal reported an unknown status ${String(s.status)}` };
-  const result = await read(() => ctx.http.json<Record<string, unknown>>('GET', base, { headers: auth(ctx), signal: ctx.signal }), ctx.signal);
-  const urls = outputsOf(result);
+  const s = await read(() => ctx.http.json<Status | null>('GET', `${base}/status`, { headers: auth(ctx, 'read'), signal: ctx.signal }), ctx.signal);
+  if (s?.status === 'IN_QUEUE' || s?.status === 'IN_PROGRESS') return { done: false };
+  if (s?.status !== 'COMPLETED') throw new ReadFailed(`fal answered an unknown status ${JSON.stringify(String(s?.status)).slice(0, 60)}`);
+  const result = await read<{ output: Record<string, unknown> | null } | { failed: string }>(async () => {
+    const res = await ctx.http.request('GET', base, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
+    const text = res.body.toString('utf8');
+    if (res.status >= 200 && res.status < 300) return { output: JSON.parse(text) as Record<string, unknown> | null };
+    if (typeof res.headers['x-fal-request-id'] === 'string' && !NOT_ABOUT_THE_REQUEST.has(res.status)) {
+      return { failed: `fal request failed (HTTP ${res.status}): ${errorDetail(text)}` };
+    }
+    throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
+  }, ctx.signal);
+  if ('failed' in result) return result;
+  const urls = outputsOf(result.output ?? {});
   if (urls.length === 0) return { failed: 'fal completed without output files' };
   return { done: true, outputs: urls.map((url) => ({ url })) };
+}
+
+function errorDetail(body: string): string {
+  try {
+    const detail = (JSON.parse(body) as { detail?: unknown } | null)?.detail;
+    return (typeof detail === 'string' ? detail : JSON.stringify(detail ?? null)).slice(0, 300);
+  } catch {
+    return body.slice(0, 300);
+  }
 }

@@ -4,6 +4,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { backOff } from 'exponential-backoff';
 import ipaddr from 'ipaddr.js';
+import { abortableSleep } from '../runner';
 
 /** Refused before any byte is sent: the request could not have had an effect. */
 export class BlockedAddressError extends Error {
@@ -141,7 +142,8 @@ export class ProviderHttp {
   }
 }
 
-function retryAfterMs(headers: http.IncomingHttpHeaders): number | undefined {
+/** A Retry-After header (seconds or an HTTP date) in milliseconds. */
+export function retryAfterMs(headers: http.IncomingHttpHeaders): number | undefined {
   const v = headers['retry-after'];
   if (typeof v !== 'string') return undefined;
   const seconds = Number(v);
@@ -164,16 +166,44 @@ export async function withRetries<T>(fn: () => Promise<T>, retryable: (err: unkn
     retry: async (err: unknown) => {
       if (signal.aborted || !retryable(err)) return false;
       const wait = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
-      if (wait) await new Promise((r) => setTimeout(r, Math.min(wait, 10_000)));
+      if (wait) await abortableSleep(Math.min(wait, 10_000), signal);
       return true;
     },
   });
 }
 
-/** Safe to retry for reads: rate limits, server errors and network failures. */
+/** Exponential backoff with full jitter: a random delay up to min(capMs, baseMs * 2^attempt). */
+export function backoffDelayMs(attempt: number, baseMs: number, capMs: number): number {
+  return Math.random() * Math.min(capMs, baseMs * 2 ** attempt);
+}
+
+/**
+ * Retries `fn` while `retryable` says so, with exponential backoff and full jitter (or the
+ * answer's Retry-After), starting a new attempt only while it would begin within `windowMs`
+ * of the first. A window rather than an attempt count bounds the time: one attempt may take
+ * its whole request timeout, and the caller's step has a deadline of its own. The sleeps
+ * end at once when `signal` aborts (exponential-backoff's own sleeps cannot be aborted).
+ * Rejects with the last error.
+ */
+export async function retryWithin<T>(fn: () => Promise<T>, retryable: (err: unknown) => boolean, signal: AbortSignal, windowMs: number): Promise<T> {
+  const until = Date.now() + windowMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (signal.aborted || !retryable(err)) throw err;
+      const hinted = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
+      const delay = hinted ?? backoffDelayMs(attempt, 200, 2_000);
+      if (Date.now() + delay > until) throw err;
+      await abortableSleep(delay, signal);
+    }
+  }
+}
+
+/** Safe to retry for reads: rate limits, timeouts, server errors and network failures. */
 export function retryableRead(err: unknown): boolean {
   if (err instanceof BlockedAddressError) return false;
-  if (err instanceof HttpStatusError) return err.status === 429 || err.status >= 500;
+  if (err instanceof HttpStatusError) return err.status === 408 || err.status === 429 || err.status >= 500;
   return true;
 }
 

@@ -1,25 +1,26 @@
 import type { PollResult, ProviderContext } from './common';
-import { createJob, read, requireCredential } from './common';
+import { createJob, read, ReadFailed, requireCredential } from './common';
 
 /**
  * Replicate predictions API: POST /models/{owner}/{name}/predictions creates a prediction
- * ({ id, status: starting|processing|succeeded|failed|canceled, output, error }); GET
- * /predictions/{id} polls it. Output is a URL or a list of URLs.
+ * ({ id, status: starting|processing|succeeded|failed|canceled|aborted, output, error }); GET
+ * /predictions/{id} polls it. Output is a URL or a list of URLs. Only a terminal status is
+ * an outcome; a status we do not know is no answer at all (ReadFailed), not a failure.
  */
 interface Prediction {
   id: string;
-  status: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled';
+  status: 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
   output?: unknown;
   error?: unknown;
 }
 
-function auth(ctx: ProviderContext) {
-  return { Authorization: `Bearer ${requireCredential(ctx.credentials.replicate, 'REPLICATE_API_TOKEN')}` };
+function auth(ctx: ProviderContext, use: 'create' | 'read') {
+  return { Authorization: `Bearer ${requireCredential(ctx.credentials.replicate, 'REPLICATE_API_TOKEN', use)}` };
 }
 
 export async function replicateCreate(ctx: ProviderContext, model: string, input: Record<string, unknown>): Promise<string> {
   const p = await createJob(
-    () => ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, { json: { input }, headers: auth(ctx), signal: ctx.signal }),
+    () => ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, { json: { input }, headers: auth(ctx, 'create'), signal: ctx.signal }),
     ctx.signal,
   );
   if (typeof p.id !== 'string' || p.id.length === 0) throw new Error('Replicate answered without a prediction id');
@@ -28,10 +29,10 @@ export async function replicateCreate(ctx: ProviderContext, model: string, input
 
 export async function replicatePoll(ctx: ProviderContext, id: string): Promise<PollResult> {
   const p = await read(
-    () => ctx.http.json<Prediction>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, { headers: auth(ctx), signal: ctx.signal }),
+    () => ctx.http.json<Prediction | null>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, { headers: auth(ctx, 'read'), signal: ctx.signal }),
     ctx.signal,
   );
-  switch (p.status) {
+  switch (p?.status) {
     case 'starting':
     case 'processing':
       return { done: false };
@@ -42,7 +43,9 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
     }
     case 'failed':
     case 'canceled':
-    default:
+    case 'aborted':
       return { failed: `Replicate prediction ${p.status}: ${String(p.error ?? 'no reason given').slice(0, 300)}` };
+    default:
+      throw new ReadFailed(`Replicate answered an unknown prediction status ${JSON.stringify(String(p?.status)).slice(0, 60)}`);
   }
 }

@@ -1,51 +1,146 @@
 import { StepError } from '@tes/core';
 import { crashPoint } from '@tes/observability';
-import type { PollResult, ProviderContext, ProviderOutput } from '../providers/common';
-import type { StepContext, StepOutcome } from '../runner';
+import { fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
+import { backoffDelayMs } from '../providers/http';
+import { OutcomeUnknown, type StepContext, type StepWait } from '../runner';
 
 /** How a hosted model is driven: a queued job (create, then poll) or one synchronous call. */
 export type HostedModel<Args> =
   | { kind: 'job'; create(p: ProviderContext, args: Args): Promise<string>; poll(p: ProviderContext, ref: string, args: Args): Promise<PollResult> }
   | { kind: 'call'; call(p: ProviderContext, args: Args): Promise<ProviderOutput[]> };
 
+/** Which of the provider's output files the tool keeps, and how large one may be. */
+export interface OutputLimits {
+  max: number;
+  maxBytes: number;
+}
+
+/**
+ * What the step keeps in its checkpoint, next to the job's reference. `failedReads` and
+ * `nextReadAt` are there only while reads of the job fail: re-checks before `nextReadAt`
+ * make no request, so an outage at the provider is met with backoff, not with a poll every
+ * re-check.
+ */
+interface JobCheckpoint {
+  submittedAt: number;
+  failedReads?: number;
+  nextReadAt?: number;
+}
+
+const WAIT: StepWait = { wait: true };
+
 /**
  * The provider step shared by the generate tools. First run: create the job and record its
  * reference at once (before anything else can fail), then wait. Re-check: poll; not done yet
- * means wait again, until the job deadline (provider_timeout); done returns the outputs for
- * the tool to fetch and check. A synchronous model returns its outputs directly.
+ * means wait again, until the job deadline (provider_timeout); done fetches the outputs for
+ * the tool to check. A synchronous model's outputs are fetched directly.
+ *
+ * Once the job exists, only the provider's own word decides its outcome: a definitive
+ * failure fails the step, a success delivers the files. A read that gets no answer (status,
+ * result or output file) means the job may still run and bill us, so the step keeps waiting,
+ * backing off, until the job deadline; past it the execution goes to needs_review with its
+ * reservation held, never to failed at zero charge.
  */
-export async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args: Args): Promise<ProviderOutput[] | StepOutcome> {
+export async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args: Args, limits: OutputLimits): Promise<FetchedOutput[] | StepWait> {
   const p: ProviderContext = { ...ctx.providers, signal: ctx.signal };
-  if (model.kind === 'call') return model.call(p, args);
+  if (model.kind === 'call') {
+    const outputs = await model.call(p, args);
+    try {
+      return await fetchAll(p, outputs, limits);
+    } catch (err) {
+      // The call answered, so it ran and is billed; with no reference there is nothing to
+      // wait on.
+      if (err instanceof ReadFailed && !ctx.signal.aborted) throw new OutcomeUnknown(`the provider's output could not be fetched: ${err.message}`);
+      throw err;
+    }
+  }
   if (ctx.externalRef === null) {
     const ref = await model.create(p, args);
     crashPoint('worker.provider.after_send');
-    await ctx.recordExternalRef(ref, { submittedAt: Date.now() });
-    return { wait: true };
+    await ctx.recordExternalRef(ref, { submittedAt: Date.now() } satisfies JobCheckpoint);
+    return WAIT;
   }
-  const result = await model.poll(p, ctx.externalRef, args);
-  if ('failed' in result) throw new StepError('provider_error', result.failed);
-  if (!result.done) {
-    const submittedAt = Number(ctx.stepCheckpoint?.submittedAt ?? 0);
-    if (Date.now() - submittedAt > ctx.providers.jobTimeoutMs) {
+  return recheck(ctx, p, model, ctx.externalRef, args, limits);
+}
+
+async function recheck<Args>(
+  ctx: StepContext,
+  p: ProviderContext,
+  model: Extract<HostedModel<Args>, { kind: 'job' }>,
+  ref: string,
+  args: Args,
+  limits: OutputLimits,
+): Promise<FetchedOutput[] | StepWait> {
+  const job = jobCheckpoint(ctx.stepCheckpoint);
+  const deadline = job.submittedAt + ctx.providers.jobTimeoutMs;
+  // At or past the deadline, one last read is always made before giving up.
+  if (Date.now() < Math.min(job.nextReadAt ?? 0, deadline)) return WAIT;
+  try {
+    const result = await model.poll(p, ref, args);
+    if ('failed' in result) throw new StepError('provider_error', result.failed);
+    if (result.done) return await fetchAll(p, result.outputs, limits);
+    if (Date.now() > deadline) {
       throw new StepError('provider_timeout', `the provider job did not finish within ${Math.round(ctx.providers.jobTimeoutMs / 1000)} s`);
     }
-    return { wait: true };
+    // Reads work again: back to a read on every re-check.
+    if (job.failedReads) await ctx.recordExternalRef(ref, { submittedAt: job.submittedAt } satisfies JobCheckpoint);
+    return WAIT;
+  } catch (err) {
+    if (!(err instanceof ReadFailed) || ctx.signal.aborted) throw err;
+    const failedReads = (job.failedReads ?? 0) + 1;
+    if (Date.now() >= deadline) {
+      throw new OutcomeUnknown(
+        `the provider job could not be read before its deadline (${failedReads} failed ${failedReads === 1 ? 'read' : 'reads'} in a row, the last: ${err.message})`,
+      );
+    }
+    const nextReadAt = Date.now() + readBackoffMs(failedReads, err.retryAfterMs, ctx.providers.jobTimeoutMs);
+    ctx.logger.warn('worker.provider.read_failed', {
+      executionId: ctx.execution.id,
+      projectId: ctx.execution.projectId,
+      tool: ctx.execution.tool,
+      step: ctx.index,
+      failedReads,
+      nextReadAt: new Date(nextReadAt).toISOString(),
+      reason: err.message,
+    });
+    await ctx.recordExternalRef(ref, { submittedAt: job.submittedAt, failedReads, nextReadAt } satisfies JobCheckpoint);
+    return WAIT;
   }
-  return result.outputs;
+}
+
+/**
+ * Delay before the next read after `failedReads` failed ones: exponential with full jitter
+ * from 1 s, capped at a minute and at a tenth of the job's time (so a short deadline still
+ * gets several reads), and never shorter than the provider's Retry-After within that cap.
+ */
+function readBackoffMs(failedReads: number, retryAfterMs: number | undefined, jobTimeoutMs: number): number {
+  const cap = Math.min(60_000, jobTimeoutMs / 10);
+  return Math.max(backoffDelayMs(failedReads - 1, Math.min(1_000, cap), cap), Math.min(retryAfterMs ?? 0, cap));
+}
+
+function jobCheckpoint(cp: Record<string, unknown> | null): JobCheckpoint {
+  const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
+  return { submittedAt: num(cp?.submittedAt) ?? 0, failedReads: num(cp?.failedReads), nextReadAt: num(cp?.nextReadAt) };
+}
+
+async function fetchAll(p: ProviderContext, outputs: ProviderOutput[], limits: OutputLimits): Promise<FetchedOutput[]> {
+  const files: FetchedOutput[] = [];
+  for (const output of outputs.slice(0, limits.max)) files.push(await fetchOutput(p, output, limits.maxBytes));
+  return files;
 }
 
 /**
  * Picks the adapter for the execution's model and runs the provider step: the wait outcome
- * is returned as is, otherwise the provider's outputs for the tool to fetch and check.
+ * is returned as is, otherwise the fetched output files for the tool to check.
  */
 export async function runModel<Args extends { model: string }>(
   ctx: StepContext,
   models: Readonly<Record<string, HostedModel<Args>>>,
   args: Args,
-): Promise<{ wait: StepOutcome } | { outputs: ProviderOutput[] }> {
+  limits: OutputLimits,
+): Promise<{ wait: StepWait } | { files: FetchedOutput[] }> {
   const model = models[args.model];
   if (!model) throw new StepError('internal_error', `no adapter for ${args.model}`);
-  const outcome = await runHosted(ctx, model, args);
-  return Array.isArray(outcome) ? { outputs: outcome } : { wait: outcome };
+  const outcome = await runHosted(ctx, model, args, limits);
+  return Array.isArray(outcome) ? { files: outcome } : { wait: outcome };
 }

@@ -1,7 +1,6 @@
 import sharp from 'sharp';
 import { IMAGE_GENERATE_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { fetchOutput } from '../providers/common';
 import { falCreate, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
 import { replicateCreate, replicatePoll } from '../providers/replicate';
@@ -64,12 +63,10 @@ const MODELS: Record<string, HostedModel<Args>> = {
 export const imageGenerateRunner: ToolRunner = {
   async runStep(ctx) {
     const a = ctx.args as unknown as Args;
-    const ran = await runModel(ctx, MODELS, a);
+    const ran = await runModel(ctx, MODELS, a, { max: a.count, maxBytes: IMAGE_GENERATE_LIMITS.maxOutputBytes });
     if ('wait' in ran) return ran.wait;
-    const outcome = ran.outputs;
     const files = [];
-    for (const output of outcome.slice(0, a.count)) {
-      const { body } = await fetchOutput({ ...ctx.providers, signal: ctx.signal }, output, IMAGE_GENERATE_LIMITS.maxOutputBytes);
+    for (const { body } of ran.files) {
       let image: sharp.Sharp;
       try {
         image = sharp(body, { limitInputPixels: 64_000_000, failOn: 'error' });

@@ -3,7 +3,6 @@ import path from 'node:path';
 import { VIDEO_GENERATE_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
-import { fetchOutput } from '../providers/common';
 import { falCreate, falPoll } from '../providers/fal';
 import { replicateCreate, replicatePoll } from '../providers/replicate';
 import type { ToolRunner } from '../runner';
@@ -42,12 +41,10 @@ const MODELS: Record<string, HostedModel<Args>> = {
 export const videoGenerateRunner: ToolRunner = {
   async runStep(ctx) {
     const a = ctx.args as unknown as Args;
-    const ran = await runModel(ctx, MODELS, a);
+    const ran = await runModel(ctx, MODELS, a, { max: 1, maxBytes: VIDEO_GENERATE_LIMITS.maxOutputBytes });
     if ('wait' in ran) return ran.wait;
-    const outcome = ran.outputs;
-    const first = outcome[0];
-    if (!first) throw new StepError('provider_error', 'the provider returned no video');
-    const { body } = await fetchOutput({ ...ctx.providers, signal: ctx.signal }, first, VIDEO_GENERATE_LIMITS.maxOutputBytes);
+    const body = ran.files[0]?.body;
+    if (!body) throw new StepError('provider_error', 'the provider returned no video');
     const file = path.join(ctx.workDir, 'generated.mp4');
     await writeFile(file, body);
     let info;
