@@ -161,13 +161,14 @@ export class PrivateRabbit {
     return run('/usr/lib/rabbitmq/bin/rabbitmqctl', ['-n', this.node, ...args], { env: this.env, cwd: this.dir });
   }
 
-  static async start(): Promise<PrivateRabbit> {
+  /** `conf`: extra rabbitmq.conf lines (e.g. `consumer_timeout = 1000`, node-wide in 3.10). */
+  static async start(options: { conf?: string } = {}): Promise<PrivateRabbit> {
     if (!existsSync('/usr/lib/rabbitmq/bin/rabbitmq-server')) throw new Error('RabbitMQ is not installed (apt-get install rabbitmq-server)');
     const dir = await mkdtemp(path.join(os.tmpdir(), 'tes-faults-rmq-'));
     const node = `tesfault${randomBytes(3).toString('hex')}@localhost`;
     const r = new PrivateRabbit(dir, node, await freePort(), await freePort());
     try {
-      await writeFile(path.join(dir, 'rabbitmq.conf'), `listeners.tcp.local = 127.0.0.1:${r.port}\n`);
+      await writeFile(path.join(dir, 'rabbitmq.conf'), `listeners.tcp.local = 127.0.0.1:${r.port}\n${options.conf ?? ''}\n`);
       await writeFile(path.join(dir, 'rabbitmq-env.conf'), '');
       await writeFile(path.join(dir, 'enabled_plugins'), '[].\n');
       await writeFile(path.join(dir, '.erlang.cookie'), randomBytes(16).toString('hex').toUpperCase(), { mode: 0o400 });

@@ -1,5 +1,6 @@
 import amqp, { type ChannelModel } from 'amqplib';
 import type { Logger } from '@tes/observability';
+import { FIRST_RETRY_MS, nextRetry, sleep } from './backoff';
 
 export type SetupHook = (conn: ChannelModel) => Promise<void>;
 
@@ -15,19 +16,34 @@ export interface AmqpClientOptions {
 /**
  * One AMQP connection per process that heals itself: when the broker goes away it
  * reconnects with capped exponential backoff and replays every setup hook (topology,
- * publisher channel, consumers) in the order they were added.
+ * publisher channel, consumers) in the order they were added. A channel the broker closes
+ * while the connection stays up is not this class's business: its owner re-creates it
+ * (Consumer does), using isOpen() to leave a dying connection to the replay.
  */
 export class AmqpClient {
   private conn: ChannelModel | undefined;
   private readonly hooks: SetupHook[] = [];
   private stopped = false;
   private reconnecting: Promise<void> | undefined;
+  /** Aborted by stop(), so a reconnect does not sit out its backoff first. */
+  private readonly stopSignal = new AbortController();
+  /** Connections that have closed, including ones that never became current. */
+  private readonly closed = new WeakSet<ChannelModel>();
   private readonly listeners = new Set<(connected: boolean) => void>();
 
   constructor(private readonly options: AmqpClientOptions) {}
 
   get connected(): boolean {
     return this.conn !== undefined;
+  }
+
+  /**
+   * False once `conn` has closed (or the client stopped). A hook's connection may not be the
+   * current one yet (hooks run before it is), so "is it still usable" is asked this way.
+   * Channels close before their connection reports it, so ask after a turn of the event loop.
+   */
+  isOpen(conn: ChannelModel): boolean {
+    return !this.stopped && !this.closed.has(conn);
   }
 
   /** Hooks run on every connect; a hook added after start runs at once too. */
@@ -42,7 +58,7 @@ export class AmqpClient {
 
   async start(): Promise<void> {
     const deadline = Date.now() + (this.options.initialTimeoutMs ?? 30_000);
-    let delay = 200;
+    let delay = FIRST_RETRY_MS;
     for (;;) {
       try {
         await this.connect();
@@ -51,8 +67,8 @@ export class AmqpClient {
         if (Date.now() + delay > deadline || this.stopped) {
           throw new Error(`cannot connect to RabbitMQ at ${redactUrl(this.options.url)}: ${(err as Error).message}`, { cause: err });
         }
-        await sleep(delay);
-        delay = Math.min(delay * 2, 5_000);
+        await sleep(delay, this.stopSignal.signal);
+        delay = nextRetry(delay);
       }
     }
   }
@@ -61,6 +77,7 @@ export class AmqpClient {
     const conn = await amqp.connect(this.options.url, { clientProperties: { connection_name: this.options.name } });
     conn.on('error', (err: Error) => this.options.logger.warn('amqp.connection.error', { err: err.message }));
     conn.on('close', () => {
+      this.closed.add(conn);
       if (this.conn !== conn) return;
       this.conn = undefined;
       for (const l of this.listeners) l(false);
@@ -81,15 +98,15 @@ export class AmqpClient {
   }
 
   private async reconnectLoop(): Promise<void> {
-    let delay = 200;
+    let delay = FIRST_RETRY_MS;
     while (!this.stopped && !this.conn) {
-      await sleep(delay);
+      await sleep(delay, this.stopSignal.signal);
       if (this.stopped) return;
       try {
         await this.connect();
       } catch (err) {
         this.options.logger.warn('amqp.reconnect.failed', { err: (err as Error).message, retryInMs: delay });
-        delay = Math.min(delay * 2, 5_000);
+        delay = nextRetry(delay);
       }
     }
   }
@@ -102,15 +119,16 @@ export class AmqpClient {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopSignal.abort();
     const conn = this.conn;
     this.conn = undefined;
-    if (conn) await conn.close().catch(() => undefined);
+    if (conn) {
+      // the close handler ignores a connection that is no longer current: tell listeners here
+      for (const l of this.listeners) l(false);
+      await conn.close().catch(() => undefined);
+    }
     await this.reconnecting;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function redactUrl(url: string): string {

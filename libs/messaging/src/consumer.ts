@@ -1,5 +1,6 @@
-import type { Channel, ConsumeMessage } from 'amqplib';
+import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '@tes/observability';
+import { FIRST_RETRY_MS, nextRetry, sleep } from './backoff';
 import type { AmqpClient } from './connection';
 
 /**
@@ -17,14 +18,38 @@ export interface ConsumerOptions {
   handler: (payload: unknown, message: ConsumeMessage) => Promise<Disposition>;
 }
 
+interface Subscription {
+  conn: ChannelModel;
+  ch: Channel;
+  consumerTag: string;
+}
+
 /**
- * A manual-ack consumer that survives reconnects. Messages are acked only after the
- * handler returned, i.e. after the state it produced is durable. stop() cancels intake
- * and waits for in-flight handlers up to the caller's deadline.
+ * A manual-ack consumer that survives reconnects and broker-side channel losses. Messages are
+ * acked only after the handler returned, i.e. after the state it produced is durable. stop()
+ * cancels intake and waits for in-flight handlers up to the caller's deadline.
+ *
+ * The broker can end a subscription while the connection stays up: it closes the channel
+ * (PRECONDITION_FAILED when a delivery stayed unacked past its consumer timeout, 30 min by
+ * default; any other channel error) or cancels the consumer (basic.cancel, e.g. the queue was
+ * deleted). Then the consumer subscribes again on a new channel of the same connection, with
+ * the reconnect's backoff, until it is back, the connection goes (the connection's replay
+ * subscribes on the next one) or stop() is called. `consuming` is false meanwhile, for
+ * readiness.
+ *
+ * Hazard: handlers still running for the dead channel are not stopped. Their messages went
+ * back to the queue and may be redelivered (here or elsewhere) while they run; they are
+ * never settled (see dispatch), and the work they do is fenced downstream. Until they end
+ * this process may run more than `concurrency` handlers.
  */
 export class Consumer {
-  private channel: Channel | undefined;
-  private consumerTag: string | undefined;
+  /** Set once consume succeeded; cleared the moment the broker ends it. */
+  private live: Subscription | undefined;
+  /** The connection of the latest subscribe: where a recovery subscribes again. */
+  private conn: ChannelModel | undefined;
+  /** Subscribes run one at a time, so a replay and a recovery never both subscribe. */
+  private subscribing: Promise<void> = Promise.resolve();
+  private recovery: { done: Promise<void>; wake: AbortController } | undefined;
   private inFlight = new Set<Promise<void>>();
   private stopping = false;
 
@@ -38,21 +63,100 @@ export class Consumer {
     return this.inFlight.size;
   }
 
+  /** True while the broker has a live consumer of this queue for us (readiness). */
+  get consuming(): boolean {
+    return this.live !== undefined && !this.stopping;
+  }
+
   async start(): Promise<void> {
-    await this.client.addSetup(async (conn) => {
-      if (this.stopping) return;
-      const ch = await conn.createChannel();
-      ch.on('error', (err: Error) => this.logger.warn('amqp.consumer.channel_error', { queue: this.options.queue, err: err.message }));
-      ch.on('close', () => {
-        if (this.channel === ch) this.channel = undefined;
-      });
+    // a lost connection ends a recovery's wait: the replay takes over
+    this.client.onConnectionChange((connected) => {
+      if (!connected) this.recovery?.wake.abort();
+    });
+    await this.client.addSetup((conn) => this.subscribe(conn));
+  }
+
+  private subscribe(conn: ChannelModel): Promise<void> {
+    const run = this.subscribing.then(() => this.openSubscription(conn));
+    this.subscribing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async openSubscription(conn: ChannelModel): Promise<void> {
+    if (this.stopping || this.live?.conn === conn) return;
+    this.conn = conn;
+    const ch = await conn.createChannel();
+    // Why the channel ended, if it did. The broker's close (or cancel) can arrive in the same
+    // read as consume-ok, before the code after the await runs: it must not leave a dead
+    // subscription marked live.
+    let endedBy: string | undefined;
+    let error: string | undefined;
+    ch.on('error', (err: Error) => {
+      error = err.message;
+    });
+    ch.on('close', () => {
+      endedBy ??= error ?? 'channel closed';
+      this.ended(ch, endedBy, false);
+    });
+    try {
       await ch.prefetch(this.options.concurrency);
       const { consumerTag } = await ch.consume(this.options.queue, (msg) => {
-        if (msg) this.dispatch(ch, msg);
+        if (msg) return this.dispatch(ch, msg);
+        // basic.cancel from the broker (amqplib hands the callback null)
+        endedBy ??= 'consumer cancelled by the broker';
+        this.ended(ch, endedBy, true);
       });
-      this.channel = ch;
-      this.consumerTag = consumerTag;
+      if (endedBy !== undefined) throw new Error(`subscription ended while it was set up: ${endedBy}`);
+      this.live = { conn, ch, consumerTag };
+    } catch (err) {
+      await ch.close().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** The broker ended a subscription (or stop() closed it). */
+  private ended(ch: Channel, reason: string, cancelled: boolean): void {
+    if (this.live?.ch !== ch) return; // still being set up, or already handled
+    this.live = undefined;
+    // after a cancel the channel is still open: close it, which returns its unacked messages
+    if (cancelled) void ch.close().catch(() => undefined);
+    if (!this.stopping) this.recover(reason);
+  }
+
+  private recover(reason: string): void {
+    if (this.recovery) return; // the running one re-reads the state after each wait
+    const wake = new AbortController();
+    const done = this.resubscribe(reason, wake.signal).finally(() => {
+      this.recovery = undefined;
     });
+    this.recovery = { done, wake };
+  }
+
+  private async resubscribe(reason: string, signal: AbortSignal): Promise<void> {
+    const since = Date.now();
+    let delay = FIRST_RETRY_MS;
+    let attempts = 0;
+    for (;;) {
+      // The first wait also lets a closing connection report itself: its channels close
+      // before it does, and then the loss is the connection's, handled by its replay.
+      await sleep(delay, signal);
+      const conn = this.conn;
+      if (this.stopping || this.live || !conn || !this.client.isOpen(conn)) return;
+      if (attempts === 0) this.logger.warn('amqp.consumer.lost', { queue: this.options.queue, reason });
+      attempts += 1;
+      try {
+        await this.subscribe(conn);
+      } catch (err) {
+        this.logger.debug('amqp.consumer.resubscribe_failed', { queue: this.options.queue, attempts, err: (err as Error).message });
+        delay = nextRetry(delay);
+        continue;
+      }
+      if (this.live) {
+        this.logger.info('amqp.consumer.recreated', { queue: this.options.queue, reason, attempts, downMs: Date.now() - since });
+        return;
+      }
+      delay = nextRetry(delay); // ended again at once, or stopping: the checks above decide
+    }
   }
 
   private dispatch(ch: Channel, msg: ConsumeMessage): void {
@@ -64,9 +168,10 @@ export class Consumer {
         this.logger.error('amqp.consumer.handler_failed', { queue: this.options.queue, err });
         disposition = 'retry';
       }
-      // A message from a channel that has since closed is redelivered by the broker;
-      // acking on a dead channel would throw, so only settle it on the live one.
-      if (this.channel !== ch) return;
+      // A message from a channel that has since closed or been cancelled is redelivered by
+      // the broker; settling it on the dead channel would throw, so only settle it on the
+      // live one (a delivery tag means nothing on any other channel).
+      if (this.live?.ch !== ch) return;
       try {
         if (disposition === 'ack') ch.ack(msg);
         else ch.nack(msg, false, disposition === 'retry');
@@ -78,14 +183,17 @@ export class Consumer {
     void run.finally(() => this.inFlight.delete(run));
   }
 
-  /** Stops taking messages and waits for the ones in flight. */
+  /** Stops taking messages and waits for the ones in flight. Never subscribes again. */
   async stop(): Promise<void> {
     this.stopping = true;
-    const ch = this.channel;
-    if (ch && this.consumerTag) await ch.cancel(this.consumerTag).catch(() => undefined);
+    this.recovery?.wake.abort();
+    await this.recovery?.done;
+    await this.subscribing; // a replay under way ends subscribed: cancelled just below
+    const live = this.live;
+    if (live) await live.ch.cancel(live.consumerTag).catch(() => undefined);
     await Promise.allSettled([...this.inFlight]);
-    if (ch) await ch.close().catch(() => undefined);
-    this.channel = undefined;
+    if (live) await live.ch.close().catch(() => undefined);
+    this.live = undefined;
   }
 }
 

@@ -74,7 +74,9 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
-    checks: [() => amqp.connected, () => pingDb(db)],
+    // Not ready while any queue has no live consumer here: a channel the broker closed (its
+    // ack timeout) or a cancelled consumer leaves the connection up but takes no work.
+    checks: [() => amqp.connected, () => consumers.every((c) => c.consuming), () => pingDb(db)],
   });
   const metricsPort = await health.start();
   const queues = categories.map((c) => names.queueFor(c));
