@@ -11,11 +11,35 @@ import type { AmqpClient } from './connection';
  */
 export type Disposition = 'ack' | 'retry' | 'dead';
 
+/** A handler's hold on its message. */
+export interface Delivery {
+  /**
+   * Settles the message now, while the handler goes on (holding its slot). For work whose
+   * state is durable in the database before it ends: a message need not stay unacked for the
+   * length of an execution (and meet the broker's consumer timeout). Later calls, and the
+   * handler's returned disposition, are then ignored.
+   */
+  settle(disposition: Disposition): void;
+}
+
 export interface ConsumerOptions {
   queue: string;
-  /** prefetch = concurrency: the broker never hands this consumer more than it can run. */
+  /**
+   * Handlers running at once; also the prefetch. A message that arrives while every slot is
+   * taken (possible once handlers settle early) waits for one.
+   */
   concurrency: number;
-  handler: (payload: unknown, message: ConsumeMessage) => Promise<Disposition>;
+  handler: (payload: unknown, message: ConsumeMessage, delivery: Delivery) => Promise<Disposition>;
+  /** A message that waited this long for a slot goes to `onOverflow` (default 30 s). */
+  maxWaitMs?: number;
+  /** Decides a message that waited too long for a slot (e.g. re-send it later and ack it); without it, it keeps waiting. */
+  onOverflow?: (payload: unknown, message: ConsumeMessage) => Promise<Disposition>;
+}
+
+interface Waiting {
+  ch: Channel;
+  msg: ConsumeMessage;
+  timer: NodeJS.Timeout | undefined;
 }
 
 interface Subscription {
@@ -25,9 +49,11 @@ interface Subscription {
 }
 
 /**
- * A manual-ack consumer that survives reconnects and broker-side channel losses. Messages are
- * acked only after the handler returned, i.e. after the state it produced is durable. stop()
- * cancels intake and waits for in-flight handlers up to the caller's deadline.
+ * A manual-ack consumer that survives reconnects and broker-side channel losses. A message is
+ * settled when its handler returns, or earlier when the handler says its state is durable
+ * (Delivery.settle: the worker acks once its claim is in the database). At most `concurrency`
+ * handlers run at once, whatever has been acked. stop() cancels intake and waits for in-flight
+ * handlers up to the caller's deadline.
  *
  * The broker can end a subscription while the connection stays up: it closes the channel
  * (PRECONDITION_FAILED when a delivery stayed unacked past its consumer timeout, 30 min by
@@ -51,6 +77,9 @@ export class Consumer {
   private subscribing: Promise<void> = Promise.resolve();
   private recovery: { done: Promise<void>; wake: AbortController } | undefined;
   private inFlight = new Set<Promise<void>>();
+  /** Handlers holding a slot (concurrency counts these, not unacked messages). */
+  private running = 0;
+  private readonly waiting: Waiting[] = [];
   private stopping = false;
 
   constructor(
@@ -160,14 +189,42 @@ export class Consumer {
   }
 
   private dispatch(ch: Channel, msg: ConsumeMessage): void {
-    const run = (async () => {
-      let disposition: Disposition;
-      try {
-        disposition = await this.options.handler(parse(msg), msg);
-      } catch (err) {
-        this.logger.error('amqp.consumer.handler_failed', { queue: this.options.queue, err });
-        disposition = 'retry';
-      }
+    if (this.running < this.options.concurrency) return this.startHandler(ch, msg);
+    const w: Waiting = { ch, msg, timer: undefined };
+    if (this.options.onOverflow) {
+      w.timer = setTimeout(() => {
+        const at = this.waiting.indexOf(w);
+        if (at === -1) return;
+        this.waiting.splice(at, 1);
+        this.track(ch, msg, (delivery) => this.options.onOverflow!(parse(msg), msg).then((d) => (delivery.settle(d), d)));
+      }, this.options.maxWaitMs ?? 30_000);
+    }
+    this.waiting.push(w);
+  }
+
+  private startHandler(ch: Channel, msg: ConsumeMessage): void {
+    this.running += 1;
+    this.track(ch, msg, (delivery) => this.options.handler(parse(msg), msg, delivery), () => {
+      this.running -= 1;
+      this.next();
+    });
+  }
+
+  /** Starts the oldest waiting message whose channel is still the live one (others were returned to the queue). */
+  private next(): void {
+    while (this.running < this.options.concurrency && this.waiting.length > 0 && !this.stopping) {
+      const w = this.waiting.shift()!;
+      clearTimeout(w.timer);
+      if (this.live?.ch === w.ch) this.startHandler(w.ch, w.msg);
+    }
+  }
+
+  /** Runs `work` for a message and settles the message once: early through the Delivery, else with what `work` returned. */
+  private track(ch: Channel, msg: ConsumeMessage, work: (delivery: Delivery) => Promise<Disposition>, after?: () => void): void {
+    let settled = false;
+    const settle = (disposition: Disposition) => {
+      if (settled) return;
+      settled = true;
       // A message from a channel that has since closed or been cancelled is redelivered by
       // the broker; settling it on the dead channel would throw, so only settle it on the
       // live one (a delivery tag means nothing on any other channel).
@@ -178,7 +235,17 @@ export class Consumer {
       } catch (err) {
         this.logger.warn('amqp.consumer.settle_failed', { queue: this.options.queue, err: (err as Error).message });
       }
-    })();
+    };
+    const run = (async () => {
+      let disposition: Disposition;
+      try {
+        disposition = await work({ settle });
+      } catch (err) {
+        this.logger.error('amqp.consumer.handler_failed', { queue: this.options.queue, err });
+        disposition = 'retry';
+      }
+      settle(disposition);
+    })().finally(() => after?.());
     this.inFlight.add(run);
     void run.finally(() => this.inFlight.delete(run));
   }
@@ -191,6 +258,8 @@ export class Consumer {
     await this.subscribing; // a replay under way ends subscribed: cancelled just below
     const live = this.live;
     if (live) await live.ch.cancel(live.consumerTag).catch(() => undefined);
+    // messages still waiting for a slot are not started: closing the channel returns them
+    for (const w of this.waiting.splice(0)) clearTimeout(w.timer);
     await Promise.allSettled([...this.inFlight]);
     if (live) await live.ch.close().catch(() => undefined);
     this.live = undefined;

@@ -25,7 +25,7 @@ import {
   type NewArtifact,
   type StepRecord,
 } from '@tes/db';
-import type { Disposition, OutboxDispatcher } from '@tes/messaging';
+import type { Delivery, Disposition, OutboxDispatcher } from '@tes/messaging';
 import { crashPoint, type Logger, type Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
 import { hasProgram } from './programs';
@@ -99,7 +99,7 @@ export class StepEngine {
    * the delay queue (and this one acked), so a database restart or a rolling deploy never
    * spends the delivery limit and dead-letters healthy work.
    */
-  async handle(payload: unknown, category: string): Promise<Disposition> {
+  async handle(payload: unknown, category: string, delivery?: Delivery): Promise<Disposition> {
     const { logger } = this.deps;
     const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
     if (typeof executionId !== 'string') {
@@ -109,7 +109,7 @@ export class StepEngine {
     const message = { executionId, projectId: (payload as { projectId?: unknown }).projectId };
     if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
     try {
-      return await this.handleClaimed(executionId, message, category);
+      return await this.handleClaimed(executionId, message, category, delivery);
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       logger.warn('worker.execution.deferred', { executionId, reason: 'infrastructure', err: (err as Error).message });
@@ -128,9 +128,26 @@ export class StepEngine {
     }
   }
 
-  private async handleClaimed(executionId: string, message: Record<string, unknown>, category: string): Promise<Disposition> {
+  /**
+   * A message that waited too long for a free slot on this worker (every slot runs a long
+   * execution): re-sent through the delay queue, so another worker, or this one later, takes it.
+   */
+  async deferBusy(payload: unknown, category: string): Promise<Disposition> {
+    const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
+    if (typeof executionId !== 'string') return 'dead';
+    return this.later({ executionId, projectId: (payload as { projectId?: unknown }).projectId }, category, 'busy');
+  }
+
+  private async handleClaimed(executionId: string, message: Record<string, unknown>, category: string, delivery?: Delivery): Promise<Disposition> {
     const { db, logger, workerId, leaseTtlMs } = this.deps;
     const execution = await claimExecution(db, executionId, workerId, leaseTtlMs);
+    if (execution) {
+      // The claim is durable: from here the database carries the work (the lease, and the
+      // reaper when it expires), so the message is acked now and never held for the length of
+      // an execution (RabbitMQ closes a channel whose delivery stays unacked 30 min). Work given
+      // back later (shutdown, outage) is re-sent by `later`, or by the reaper at its deadline.
+      delivery?.settle('ack');
+    }
     if (!execution) {
       // Terminal, waiting for an operator, or held by a live worker: a duplicate or
       // redelivered message. Nothing to do; the lease holder (or the reaper) carries on.

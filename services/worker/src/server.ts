@@ -63,7 +63,8 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
         {
           queue: names.queueFor(category),
           concurrency: config.workerConcurrencyByQueue[category] ?? config.workerConcurrency,
-          handler: (payload) => engine.handle(payload, category),
+          handler: (payload, _message, delivery) => engine.handle(payload, category, delivery),
+          onOverflow: (payload) => engine.deferBusy(payload, category),
         },
         logger,
       ),
