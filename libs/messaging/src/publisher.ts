@@ -1,4 +1,4 @@
-import type { ConfirmChannel } from 'amqplib';
+import type { ChannelModel, ConfirmChannel } from 'amqplib';
 import type { Logger } from '@tes/observability';
 import type { AmqpClient } from './connection';
 
@@ -17,23 +17,43 @@ export class ConfirmPublisher {
   ) {}
 
   async start(): Promise<void> {
-    await this.client.addSetup(async (conn) => {
-      const ch = await conn.createConfirmChannel();
-      ch.on('error', (err: Error) => this.logger.warn('amqp.publisher.channel_error', { err: err.message }));
-      ch.on('close', () => {
-        if (this.channel === ch) this.channel = undefined;
-      });
-      this.channel = ch;
+    await this.client.addSetup((conn) => this.open(conn).then(() => undefined));
+  }
+
+  /** The connection of the latest channel: where a channel the broker closed is opened again. */
+  private conn: ChannelModel | undefined;
+  private opening: Promise<ConfirmChannel> | undefined;
+
+  private async open(conn: ChannelModel): Promise<ConfirmChannel> {
+    this.conn = conn;
+    const ch = await conn.createConfirmChannel();
+    ch.on('error', (err: Error) => this.logger.warn('amqp.publisher.channel_error', { err: err.message }));
+    ch.on('close', () => {
+      if (this.channel === ch) this.channel = undefined;
     });
+    this.channel = ch;
+    return ch;
+  }
+
+  /**
+   * The channel to publish on. A channel the broker closed while the connection stays up (a
+   * channel error) is opened again here, once for all publishes waiting on it; a lost connection
+   * is the reconnect's to replay.
+   */
+  private async channelForPublish(): Promise<ConfirmChannel> {
+    if (this.channel) return this.channel;
+    const conn = this.conn;
+    if (!conn || !this.client.isOpen(conn)) throw new Error('broker connection is not available');
+    this.opening ??= this.open(conn).finally(() => (this.opening = undefined));
+    return this.opening;
   }
 
   get ready(): boolean {
     return this.channel !== undefined;
   }
 
-  publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void> {
-    const ch = this.channel;
-    if (!ch) return Promise.reject(new Error('broker connection is not available'));
+  async publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void> {
+    const ch = await this.channelForPublish();
     return new Promise<void>((resolve, reject) => {
       try {
         ch.publish(

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { StepError } from '@tes/core';
 import { SharpSandbox } from '../src/media/sharp-sandbox';
 
@@ -23,8 +22,6 @@ const alive = (pid: number) => {
     return false;
   }
 };
-const sandboxPids = () =>
-  execFileSync('ps', ['-eo', 'pid,args']).toString().split('\n').filter((l) => l.includes('sharp-child.js') && !l.includes('ps -eo')).map((l) => Number(l.trim().split(/\s+/)[0]));
 
 it('renders, and keeps a warm child for the next job', async () => {
   const sandbox = new SharpSandbox();
@@ -32,9 +29,10 @@ it('renders, and keeps a warm child for the next job', async () => {
     const first = await sandbox.run(Buffer.from(SMALL_SVG), OPTIONS, TO_PNG, new AbortController().signal);
     expect(first.info).toMatchObject({ format: 'png', width: 64, height: 32 });
     expect(first.data.subarray(1, 4).toString()).toBe('PNG');
-    const before = sandboxPids();
+    const before = sandbox.pids;
+    expect(before).toHaveLength(1);
     await sandbox.run(Buffer.from(SMALL_SVG), OPTIONS, [['jpeg', [{ quality: 80 }]]], new AbortController().signal);
-    expect(sandboxPids()).toEqual(before);
+    expect(sandbox.pids).toEqual(before);
   } finally {
     await sandbox.stop();
   }
@@ -48,7 +46,7 @@ it("a heavy SVG is killed at the step's deadline, and the next render works", as
     const started = Date.now();
     const running = sandbox.run(Buffer.from(HEAVY_SVG), OPTIONS, TO_PNG, deadline.signal);
     await new Promise((r) => setTimeout(r, 500));
-    const pids = sandboxPids();
+    const pids = sandbox.pids;
     expect(pids.length).toBeGreaterThan(0);
     await expect(running).rejects.toMatchObject({ errorCode: 'step_timeout' });
     clearTimeout(timer);

@@ -91,6 +91,11 @@ export class SharpSandbox {
     }
   }
 
+  /** The children's process ids, busy and idle (for tests and diagnostics). */
+  get pids(): number[] {
+    return [...this.busy, ...this.idle].map((c) => c.pid).filter((p): p is number => p !== undefined);
+  }
+
   /** Kills every child, idle or busy (a busy one's job fails). */
   async stop(): Promise<void> {
     this.stopped = true;
