@@ -51,6 +51,25 @@ const manySteps: ToolDefinition = {
   plan: () => Array.from({ length: 21 }, (_, i) => ({ name: `s${i}` })),
 };
 
+/** An engine for one extra tool, on the test's database and S3; nothing waits or is deferred here. */
+function engineFor(tool: ToolDefinition, runner: ToolRunner, objectStore: ObjectStore): StepEngine {
+  return new StepEngine({
+    db,
+    catalog: new Catalog({ enableTestTools: true, extraTools: [tool] }),
+    store: objectStore,
+    runners: { [tool.name]: runner },
+    logger: createNullLogger(),
+    metrics: createMetrics('test', false),
+    leaseTtlMs: 10_000,
+    workerId: 'wrk_test',
+    dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
+    waitRoutingKeyFor: (c) => `${c}.wait`,
+    waitMs: 1_000,
+    requeueLater: async () => Promise.reject(new Error('nothing is deferred here')),
+    providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
+  });
+}
+
 const oneThousandPerStep: ToolRunner = { runStep: async () => ({ costMicros: 1_000 }) };
 
 it('the 21st step fails the execution with step_limit_exceeded, charging the 20 that ran', async () => {
@@ -73,21 +92,7 @@ it('the 21st step fails the execution with step_limit_exceeded, charging the 20 
     routingKey: 'test',
     dispatchDeadlineMs: 60_000,
   });
-  const engine = new StepEngine({
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [manySteps] }),
-    store,
-    runners: { 'test.many': oneThousandPerStep },
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
-    leaseTtlMs: 10_000,
-    workerId: 'wrk_test',
-    dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
-    waitRoutingKeyFor: (c) => `${c}.wait`,
-    waitMs: 1_000,
-    requeueLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
-  });
+  const engine = engineFor(manySteps, oneThousandPerStep, store);
   expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
   const e = await getExecutionById(db, id);
   expect(e).toMatchObject({ status: 'failed', errorCode: 'step_limit_exceeded', chargedMicros: 20_000 });
@@ -141,21 +146,7 @@ it('objects a fenced-out worker stored are deleted, not left in the bucket forev
       return store.put(o);
     },
   });
-  const engine = new StepEngine({
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [oneStep] }),
-    store: recordingStore,
-    runners: { 'test.one': stolen },
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
-    leaseTtlMs: 10_000,
-    workerId: 'wrk_test',
-    dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
-    waitRoutingKeyFor: (c) => `${c}.wait`,
-    waitMs: 1_000,
-    requeueLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
-  });
+  const engine = engineFor(oneStep, stolen, recordingStore);
   expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
   expect(keys).toHaveLength(1);
   await expect(store.get(keys[0]!)).rejects.toThrow();
