@@ -134,10 +134,11 @@ describe('request-rate limit', () => {
       for (let i = 0; i < 35; i++) statuses.push((await own.http().get('/tools').set(bearer('tes_AAAAAAAA_' + 'C'.repeat(32)))).status);
       expect(statuses.slice(0, 30).every((s) => s === 401)).toBe(true);
       expect(statuses.slice(30).every((s) => s === 429)).toBe(true);
-      // even a good key from that address waits out the minute
-      const res = await own.http().get('/tools').set(bearer(p.secret));
+      const res = await own.http().get('/tools').set(bearer('tes_AAAAAAAA_' + 'C'.repeat(32)));
       expectEnvelope(res, 429, 'RESOURCE_EXHAUSTED', 'rate_limit_exceeded');
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+      // the guessing is slowed, not the address: a valid key from it is still served
+      expect((await own.http().get('/tools').set(bearer(p.secret))).status).toBe(200);
     } finally {
       await own.stop();
     }

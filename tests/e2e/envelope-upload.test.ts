@@ -26,11 +26,15 @@ function expectEnvelope(res: { status: number; headers: Record<string, string>; 
 const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('rest of a png')]);
 
 describe('the envelope on every kind of bad request', () => {
-  it('unknown paths and wrong methods: 404 route_not_found, with or without a key', async () => {
+  it('unknown paths: 404 route_not_found, with or without a key; wrong methods: 405 method_not_allowed with Allow', async () => {
     expectEnvelope(await stack.http().get('/nope'), 404, 'route_not_found');
-    expectEnvelope(await stack.http().delete('/tools').set(bearer(secret)), 404, 'route_not_found');
-    expectEnvelope(await stack.http().put('/tools/executions').set(bearer(secret)), 404, 'route_not_found');
     expectEnvelope(await stack.http().get('/tools/a/b/c').set(bearer(secret)), 404, 'route_not_found');
+    const del = await stack.http().delete('/tools').set(bearer(secret));
+    expectEnvelope(del, 405, 'method_not_allowed');
+    expect(del.headers.allow).toBe('GET, HEAD');
+    const put = await stack.http().put('/tools/executions').set(bearer(secret));
+    expectEnvelope(put, 405, 'method_not_allowed');
+    expect(put.headers.allow).toBe('GET, HEAD, POST');
   });
 
   it('malformed JSON, wrong content type, a non-object body', async () => {

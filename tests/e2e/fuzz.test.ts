@@ -25,7 +25,7 @@ interface Req { method: Method; path: string; who: Who; headers: Record<string, 
 
 const doc = loadOpenApi();
 const STATUS_OF_HTTP: Record<number, string[]> = { 400: ['INVALID_ARGUMENT', 'FAILED_PRECONDITION'], 401: ['UNAUTHENTICATED'], 403: ['PERMISSION_DENIED'],
-  404: ['NOT_FOUND'], 409: ['ALREADY_EXISTS'], 413: ['INVALID_ARGUMENT'], 429: ['RESOURCE_EXHAUSTED'], 503: ['UNAVAILABLE'] };
+  404: ['NOT_FOUND'], 405: ['UNIMPLEMENTED'], 409: ['ALREADY_EXISTS'], 413: ['INVALID_ARGUMENT'], 429: ['RESOURCE_EXHAUSTED'], 503: ['UNAVAILABLE'] };
 // Just the magic bytes the upload route checks.
 const FILES: Record<string, Buffer> = {
   'image/png': Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex'), 'image/jpeg': Buffer.from('ffd8ffe000104a464946', 'hex'),
@@ -279,7 +279,7 @@ function requests(): fc.Arbitrary<Req> {
     .map(([{ tool, args }, key, w]): Req => ({ method: 'post', path: `/tools/${tool}`, who: w, headers: { 'Idempotency-Key': key, 'Content-Type': 'application/json' },
       body: JSON.stringify({ tool, arguments: args, priceVersion, maximumChargeMicros: 10_000_000_000 }) }));
   for (let i = 0; i < 6; i++) ops.push(clean);
-  // A method the document does not list for a path: the validator accepts 404 route_not_found only.
+  // A method the document does not list for a path: the validator accepts 405 method_not_allowed only.
   ops.push(fc.tuple(fc.constantFrom(...undocumented), who).map(([[template, method], w]): Req => ({ method, path: template.replace(/\{[^}]+\}/g, '{EXE:0}'), who: w, headers: {} })));
   ops.push(fc.nat().map((n): Req => ({ method: 'post', path: '(replay)', who: 'main', headers: {}, replay: n })));
   return fc.oneof(...ops).map(printable);

@@ -17,6 +17,7 @@ export const ERROR_CODES = [
   'execution_cancel_not_allowed',
   'route_not_found', 'tool_not_found', 'tool_unavailable', 'model_unavailable',
   'execution_not_found', 'artifact_not_found', 'artifact_expired',
+  'method_not_allowed',
   'idempotency_key_reused',
   'rate_limit_exceeded', 'insufficient_balance', 'monthly_cap_exceeded',
   'internal_error',
@@ -89,7 +90,7 @@ export class MaximumChargeInsufficientError extends FailedPreconditionError {}
 export class AuthenticationError extends TesApiError {}
 /** 403: missing scope (details.requiredScope) or project permission. */
 export class PermissionDeniedError extends TesApiError {}
-/** 404: unknown route, tool, execution or artifact, or an unavailable tool or model. */
+/** 404: unknown route, tool, execution or artifact, or an unavailable tool or model; 405: a method the route does not take. */
 export class NotFoundError extends TesApiError {}
 /** 409: the idempotency key was used with another body or by another key of the project. */
 export class IdempotencyConflictError extends TesApiError {}
@@ -171,7 +172,7 @@ function classFor(status: number, errorStatus: string, code: string): ApiErrorCl
   if (status === 400 || status === 413) return InvalidRequestError;
   if (status === 401) return AuthenticationError;
   if (status === 403) return PermissionDeniedError;
-  if (status === 404) return NotFoundError;
+  if (status === 404 || status === 405) return NotFoundError;
   if (status === 409) return IdempotencyConflictError;
   if (status === 500) return InternalServerError;
   if (status > 500) return ServiceUnavailableError;

@@ -621,13 +621,22 @@ export interface components {
                 message?: "platform_api_key_scope_required" | "platform_project_permission_required" | "execution_cancel_not_allowed";
             };
         };
-        /** @description No such route (wrong path or method). */
+        /** @description No such route (no path of this document matches). */
         RouteNotFoundError: components["schemas"]["ErrorEnvelope"] & {
             error?: {
                 /** @enum {string} */
                 status?: "NOT_FOUND";
                 /** @enum {string} */
                 message?: "route_not_found";
+            };
+        };
+        /** @description The path exists, the method does not (details.allowedMethods lists the ones it takes, as the Allow header does). */
+        MethodNotAllowedError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @enum {string} */
+                status?: "UNIMPLEMENTED";
+                /** @enum {string} */
+                message?: "method_not_allowed";
             };
         };
         /** @description Unknown tool, tool without an available model, unavailable or unpriced model, or no such route. */
@@ -666,7 +675,7 @@ export interface components {
                 message?: "request_too_large";
             };
         };
-        /** @description More than the allowed requests in the current one-minute window of this key (RateLimit-* headers present), or too many failed authentications from this address (checked before authentication, so without RateLimit-* headers). */
+        /** @description More than the allowed requests in the current one-minute window of this key (RateLimit-* headers present), or a failed authentication from an address that failed too often this minute (without RateLimit-* headers; a valid key is never refused for its address's failures). */
         RateLimitedError: components["schemas"]["ErrorEnvelope"] & {
             error?: {
                 /** @enum {string} */
@@ -1014,7 +1023,7 @@ export interface components {
                 "application/json": components["schemas"]["QuoteInvalidError"];
             };
         };
-        /** @description More than the allowed requests in the current one-minute window of this key (RateLimit-* headers present), or too many failed authentications from this address (checked before authentication, so without RateLimit-* headers). */
+        /** @description More than the allowed requests in the current one-minute window of this key (RateLimit-* headers present), or a failed authentication from an address that failed too often this minute (without RateLimit-* headers; a valid key is never refused for its address's failures). */
         RateLimited: {
             headers: {
                 "Cache-Control": components["headers"]["CacheControl"];
@@ -1061,7 +1070,37 @@ export interface components {
                 "application/json": components["schemas"]["RequestTooLargeError"];
             };
         };
-        /** @description No such route (wrong path or method). */
+        /** @description A method the path does not take: any path of this document with a method it does not list, `OPTIONS` included (after authentication on the authenticated paths). */
+        MethodNotAllowed: {
+            headers: {
+                "Cache-Control": components["headers"]["CacheControl"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                Allow: components["headers"]["Allow"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimitIfAuthenticated"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemainingIfAuthenticated"];
+                "RateLimit-Reset": components["headers"]["RateLimitResetIfAuthenticated"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicyIfAuthenticated"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "status": "UNIMPLEMENTED",
+                 *         "message": "method_not_allowed",
+                 *         "details": {
+                 *           "allowedMethods": [
+                 *             "GET",
+                 *             "HEAD"
+                 *           ]
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["MethodNotAllowedError"];
+            };
+        };
+        /** @description No such route (no path of this document matches). */
         RouteNotFound: {
             headers: {
                 "Cache-Control": components["headers"]["CacheControl"];
@@ -1278,6 +1317,8 @@ export interface components {
         CacheControl: "no-store";
         /** @description Request id: a sane incoming X-Request-Id is echoed, else one is generated. */
         XRequestId: string;
+        /** @description The methods the path takes, e.g. `GET, HEAD`. */
+        Allow: string;
         /** @description Requests allowed per window (120 unless RATE_LIMIT_PER_MINUTE raises it). */
         RateLimitLimit: number;
         /** @description Requests left in the current window. */

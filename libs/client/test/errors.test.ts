@@ -38,6 +38,7 @@ const EXPECTED: Record<CoreCode, new (...a: never[]) => TesApiError> = {
   execution_cancel_not_allowed: PermissionDeniedError,
   route_not_found: NotFoundError, tool_not_found: NotFoundError, tool_unavailable: NotFoundError, model_unavailable: NotFoundError,
   execution_not_found: NotFoundError, artifact_not_found: NotFoundError, artifact_expired: NotFoundError,
+  method_not_allowed: NotFoundError,
   idempotency_key_reused: IdempotencyConflictError,
   rate_limit_exceeded: RateLimitedError, insufficient_balance: InsufficientBalanceError, monthly_cap_exceeded: MonthlyCapExceededError,
   internal_error: InternalServerError,

@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 /**
  * Typed configuration, read from the environment once at boot and frozen.
  * Every invalid variable is reported in one error so an operator fixes them in one go.
@@ -6,6 +8,13 @@
 export interface Config {
   readonly nodeEnv: string;
   readonly port: number;
+  /**
+   * Which peers may tell the gateway the client's address in X-Forwarded-For (Express's
+   * 'trust proxy'): false (the default: the socket's peer is the client, the header is
+   * ignored), a count of proxy hops, or the proxies' addresses and subnets (or the names
+   * loopback, linklocal, uniquelocal).
+   */
+  readonly trustProxy: false | number | readonly string[];
   readonly metricsPort: number;
   readonly databaseUrl: string;
   readonly dbPoolMax: number;
@@ -151,12 +160,14 @@ export function loadConfig(env: Env = process.env): Config {
     workerQueues.push(name);
   }
   if (workerQueues.length === 0) problems.push('WORKER_QUEUES must name at least one category');
+  const trustProxy = parseTrustProxy(env.TRUST_PROXY, problems);
   const amqpPrefix = str('AMQP_PREFIX', '');
   if (amqpPrefix && !/^[a-z0-9_.-]+$/i.test(amqpPrefix)) problems.push('AMQP_PREFIX may hold letters, digits, . _ - only');
 
   const config: Config = {
     nodeEnv: str('NODE_ENV', 'development'),
     port: int('PORT', DEFAULTS.PORT, 0, 65535),
+    trustProxy,
     metricsPort: int('METRICS_PORT', DEFAULTS.METRICS_PORT, 0, 65535),
     databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
@@ -207,6 +218,36 @@ export function loadConfig(env: Env = process.env): Config {
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze(config);
+}
+
+const PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/**
+ * TRUST_PROXY: unset, 0 or false → false; a whole number → that many proxy hops; otherwise a
+ * comma-separated list of addresses, CIDR subnets and the names above. `true` is refused:
+ * it would take the left-most X-Forwarded-For entry, which any client can write.
+ */
+function parseTrustProxy(raw: string | undefined, problems: string[]): false | number | string[] {
+  const v = raw?.trim() ?? '';
+  if (v === '' || ['0', 'false', 'no'].includes(v.toLowerCase())) return false;
+  if (/^\d+$/.test(v)) {
+    const hops = Number(v);
+    if (hops > 10) problems.push(`TRUST_PROXY must be a hop count from 1 to 10 or proxy addresses, got ${hops}`);
+    return hops;
+  }
+  if (['true', 'yes'].includes(v.toLowerCase())) {
+    problems.push('TRUST_PROXY=true would believe any X-Forwarded-For a client writes: give the number of proxies in front of the gateway, or their addresses');
+    return false;
+  }
+  const entries = v.split(',').map((e) => e.trim()).filter(Boolean);
+  for (const e of entries) {
+    const [address, prefix, extra] = e.split('/');
+    const family = isIP(address ?? '');
+    const prefixOk = prefix === undefined || (/^\d+$/.test(prefix) && Number(prefix) <= (family === 6 ? 128 : 32));
+    const ok = extra === undefined && ((PROXY_NAMES.includes(e) && prefix === undefined) || (family !== 0 && prefixOk));
+    if (!ok) problems.push(`TRUST_PROXY: "${e}" is not an IP address, a CIDR subnet or one of ${PROXY_NAMES.join(', ')}`);
+  }
+  return entries;
 }
 
 function deepFreeze<T>(obj: T): T {

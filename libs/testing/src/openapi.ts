@@ -21,9 +21,11 @@ export interface OpenApiValidatorOptions {
    */
   ignoreMissingHeaders?: readonly string[];
   /**
-   * A request to a path or method the document does not list is answered
-   * `components.responses.RouteNotFound` (404 route_not_found). By default such a response
-   * is accepted; with `strictOperations: true` any undocumented operation is a problem.
+   * A request to a path the document does not list is answered
+   * `components.responses.RouteNotFound` (404 route_not_found), and one with a method a
+   * listed path does not take `components.responses.MethodNotAllowed` (405
+   * method_not_allowed with Allow). By default such responses are accepted; with
+   * `strictOperations: true` any undocumented operation is a problem.
    */
   strictOperations?: boolean;
 }
@@ -144,11 +146,12 @@ export class OpenApiValidator {
     const op = this.findOperation(method, rawPath);
     let resolved: ResolvedResponse | undefined;
     if (!op) {
-      const fallback = this.deref('#/components/responses/RouteNotFound');
       const known = this.templates.some((t) => matches(t.segments, splitPath(stripQuery(rawPath))));
+      const fallback = this.deref(known ? '#/components/responses/MethodNotAllowed' : '#/components/responses/RouteNotFound');
       const what = known ? `method ${method.toUpperCase()} is not documented for this path` : 'no path template of the document matches';
       if (this.strictOperations || !fallback) return [`${where}: ${what}`];
-      if (status !== 404) return [`${where}: ${what} (an undocumented operation may only answer 404 route_not_found)`];
+      const expected = known ? 405 : 404;
+      if (status !== expected) return [`${where}: ${what} (it may only answer ${known ? '405 method_not_allowed' : '404 route_not_found'})`];
       resolved = { pointer: fallback.pointer, response: fallback.value };
     } else {
       const responses = this.deref(`${op.pointer}/responses`);

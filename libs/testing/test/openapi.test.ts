@@ -200,13 +200,15 @@ describe('the OpenAPI document', () => {
 
   it('every error response pairs HTTP status, error.status and error.message as the gateway does, and every code is documented', () => {
     const seen = new Set<string>();
-    const allResponses = operations.flatMap((op) => Object.keys(op.operation.responses as Obj).map((code) => ({ op, code })));
-    for (const { op, code } of allResponses.filter((r) => Number(r.code) >= 400)) {
-      for (const pair of errorPairs(`${op.pointer}/responses/${code}`)) {
+    const allResponses = operations.flatMap((op) => Object.keys(op.operation.responses as Obj).map((code) => ({ where: op.template, pointer: `${op.pointer}/responses/${code}`, code })));
+    // the answer to a method a listed path does not take belongs to no operation
+    allResponses.push({ where: 'x-method-not-allowed', pointer: '#/x-method-not-allowed', code: '405' });
+    for (const { where, pointer, code } of allResponses.filter((r) => Number(r.code) >= 400)) {
+      for (const pair of errorPairs(pointer)) {
         expect((ERROR_CODES as readonly string[]).includes(pair.message)).toBe(true);
         const mapped = httpFor(pair.message as ErrorCode);
-        expect({ where: `${op.template} ${code} ${pair.message}`, http: mapped.http, status: mapped.status }).toEqual({
-          where: `${op.template} ${code} ${pair.message}`,
+        expect({ where: `${where} ${code} ${pair.message}`, http: mapped.http, status: mapped.status }).toEqual({
+          where: `${where} ${code} ${pair.message}`,
           http: Number(code),
           status: pair.status,
         });
@@ -438,11 +440,17 @@ describe('OpenApiValidator accepts real responses', () => {
     }
   });
 
-  it('a 404 route_not_found for a path or method the document does not list', () => {
+  it('a 404 route_not_found for a path the document does not list', () => {
     const e = errorOf('route_not_found');
     ok('GET', '/nope', 404, e.body, headers({}, false));
-    ok('DELETE', `/tools/executions/${queued.id}`, 404, e.body);
-    ok('GET', '/tools/quote', 404, e.body);
+    ok('DELETE', `/tools/executions/${queued.id}/x`, 404, e.body);
+  });
+
+  it('a 405 method_not_allowed with Allow for a method a listed path does not take', () => {
+    const e = (allowedMethods: string[]) => errorOf('method_not_allowed', { allowedMethods });
+    ok('DELETE', `/tools/executions/${queued.id}`, 405, e(['GET', 'HEAD']).body, headers({ allow: 'GET, HEAD' }));
+    ok('GET', '/tools/quote', 405, e(['POST']).body, headers({ allow: 'POST' }));
+    ok('OPTIONS', '/openapi.json', 405, e(['GET', 'HEAD']).body, headers({ allow: 'GET, HEAD' }, false));
   });
 });
 
@@ -471,6 +479,9 @@ describe('OpenApiValidator rejects', () => {
     expect(problems('GET', '/tools', 201, { data: {} })).toEqual([expect.stringMatching(/status 201 is not documented/)]);
     expect(problems('GET', `/tools/executions/${queued.id}`, 409, errorOf('idempotency_key_reused').body)).toEqual([expect.stringMatching(/status 409 is not documented/)]);
     expect(problems('GET', '/nope', 200, {}, headers({}, false))).toEqual([expect.stringMatching(/no path template/)]);
+    // a known path with a method it does not take: 405 with Allow, not 404
+    expect(problems('GET', '/tools/quote', 404, errorOf('route_not_found').body)).toEqual([expect.stringMatching(/may only answer 405/)]);
+    expect(problems('GET', '/tools/quote', 405, errorOf('method_not_allowed', { allowedMethods: ['POST'] }).body)).toEqual([expect.stringMatching(/Allow is missing/)]);
     const strict = new OpenApiValidator(doc, { strictOperations: true });
     expect(strict.validate('GET', '/nope', 404, headers({}, false), errorOf('route_not_found').body)).toHaveLength(1);
   });

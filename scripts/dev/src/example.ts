@@ -33,10 +33,50 @@ export async function fetchQuote(baseUrl: string, secret: string): Promise<Quote
 }
 
 /**
+ * Whether the banner may show the development key's secret: a development stack's key is
+ * meant to be pasted, but NODE_ENV=production means the output may end up in a log others
+ * read, and a printed secret spends the project's credit for whoever finds it.
+ */
+export function secretMayBePrinted(nodeEnv: string): boolean {
+  return nodeEnv !== 'production';
+}
+
+export interface ExampleOptions {
+  baseUrl: string;
+  /** The seeded key. Its secret is shown only when secretMayBePrinted(nodeEnv). */
+  key: { keyId: string; projectId: string; secret: string };
+  nodeEnv: string;
+  quote: Quote;
+  idempotencyKey: string;
+}
+
+/** The lines about the seeded key: what it is, and how to revoke it (or, withheld, replace it). */
+function keyText(o: ExampleOptions): { about: string; exportLine: string } {
+  const revoke = `npm run admin -- key revoke --key ${o.key.keyId}`;
+  if (secretMayBePrinted(o.nodeEnv)) {
+    return {
+      about: ` Development key (all scopes, $100 of credit): ${o.key.secret}
+ It is a secret: whoever has it can spend the project's credit. Revoke it with
+   ${revoke}`,
+      exportLine: `export TES_KEY=${o.key.secret}`,
+    };
+  }
+  return {
+    about: ` Development key ${o.key.keyId} (all scopes, $100 of credit): its secret is not printed
+ because NODE_ENV=production. Revoke it with
+   ${revoke}
+ and create a key of your own (its secret is printed once, keep it secret):
+   npm run admin -- key create --project ${o.key.projectId} --name NAME --scopes tools:read,tools:execute,executions:read`,
+    exportLine: 'export TES_KEY=...   # the secret `key create` printed',
+  };
+}
+
+/**
  * The copy-paste walk through the API, in POSIX shell. `tes_json` (node, which every
  * developer here has) prints one field of a JSON answer, so no jq is needed.
  */
-export function exampleText(o: { baseUrl: string; secret: string; quote: Quote; idempotencyKey: string }): string {
+export function exampleText(o: ExampleOptions): string {
+  const key = keyText(o);
   const submitBody = JSON.stringify({
     tool: EXAMPLE_TOOL,
     arguments: EXAMPLE_ARGS,
@@ -48,12 +88,12 @@ export function exampleText(o: { baseUrl: string; secret: string; quote: Quote; 
   return `
 ================================================================================
  The API is up at ${o.baseUrl}   (Ctrl-C stops everything)
- Development key (all scopes, $100 of credit): ${o.secret}
+${key.about}
 
  Try it (paste into a shell):
 
 export TES_URL=${o.baseUrl}
-export TES_KEY=${o.secret}
+${key.exportLine}
 tes_json() { node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(process.argv[1].split(/[.[\\]]+/).filter(Boolean).reduce((v,k)=>v?.[k],JSON.parse(s))))' "$1"; }
 
 # 1. the tool catalog, with prices

@@ -12,6 +12,7 @@ Runs the whole service on this machine for development:
   4. unless S3_ENDPOINT is set, runs an embedded S3 server on ${DEFAULTS.S3_ENDPOINT}
      (data in .data/s3); creates the bucket if missing;
   5. seeds a development organization, project ($100) and API key (admin \`dev seed\`);
+     the key's secret is printed with the example unless NODE_ENV=production;
   6. starts gateway, worker and relay as child processes, their JSON log lines prefixed
      with the service name, waits until each is ready, and prints curl commands to try.
 

@@ -87,7 +87,7 @@ async function run(lifecycle: Lifecycle): Promise<void> {
   const baseUrl = `http://127.0.0.1:${config.port}`;
   const quote = await fetchQuote(baseUrl, seed.secret);
   lifecycle.check();
-  say.raw(exampleText({ baseUrl, secret: seed.secret, quote, idempotencyKey: `dev-example-${Date.now().toString(36)}` }));
+  say.raw(exampleText({ baseUrl, key: seed, nodeEnv: config.nodeEnv, quote, idempotencyKey: `dev-example-${Date.now().toString(36)}` }));
 }
 
 async function main(): Promise<void> {

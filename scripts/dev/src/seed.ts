@@ -27,7 +27,9 @@ export function devSeed(env: Record<string, string>): Promise<DevSeed> {
         if (typeof seed.secret !== 'string') throw new Error('no secret in the output');
         resolve(seed);
       } catch (e) {
-        reject(new DevError(`admin dev seed printed something unexpected (${(e as Error).message}): ${stdout.slice(0, 200)}`));
+        // what it printed may hold the key's secret: never echo that
+        const shown = stdout.replace(/tes_[0-9A-Za-z]{8}_[0-9A-Za-z]{32}/g, 'tes_(secret withheld)').slice(0, 200);
+        reject(new DevError(`admin dev seed printed something unexpected (${(e as Error).message}): ${shown}`));
       }
     });
   });

@@ -13,6 +13,7 @@ import { toolRoutes } from './routes/tools';
 import { uploadRoutes } from './routes/upload';
 import { RequestLimits } from './rate-limit';
 import { checkStorable } from './body-checks';
+import { AllowedMethods } from './methods';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
@@ -23,6 +24,10 @@ export function createApp(deps: GatewayDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
+  // req.ip: the socket's peer unless TRUST_PROXY names the proxies whose X-Forwarded-For
+  // may be believed; the failed-authentication throttle counts per req.ip.
+  app.set('trust proxy', deps.config.trustProxy);
+  const allowed = AllowedMethods.of(app);
 
   // Every response, errors and unknown paths included, is uncacheable and carries a request id.
   app.use((req: Request, res: Response, next: NextFunction) => {
@@ -46,26 +51,13 @@ export function createApp(deps: GatewayDeps): express.Express {
         projectId: (res.locals.auth as AuthContext | undefined)?.projectId,
       });
     });
-    next();
-  });
-
-  // JSON bodies only, on the methods that take one (a body sent with GET is ignored, unread).
-  // A body of another type is refused before any parsing.
-  app.use((req: Request, _res: Response, next: NextFunction) => {
-    if (!BODY_METHODS.has(req.method)) return next();
-    const hasBody = Number(req.get('content-length') ?? 0) > 0 || req.get('transfer-encoding') !== undefined;
-    if (hasBody && !req.is('application/json')) {
-      throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { expected: 'application/json' } });
+    // Node answers an HTTP/1.1 request without Host itself, outside the envelope, unless
+    // server.ts turns that off (requireHostHeader: false); RFC 9112 still wants the 400.
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      res.set('Connection', 'close');
+      throw new AppError('invalid_request', 'invalid_request', { details: { reason: 'an HTTP/1.1 request needs a Host header' } });
     }
     next();
-  });
-  // Every route but the upload refuses bodies over 64 KiB with 413 before parsing them. The
-  // upload's body (up to 16 MiB of Base64) is read by its route, after the key, the rate
-  // limit and a free upload slot were checked: a caller without a key costs no 16 MiB read.
-  const jsonParser = express.json({ limit: JSON_BODY_LIMIT, strict: true });
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    if (!BODY_METHODS.has(req.method) || req.path === '/tools/upload') return next();
-    jsonParser(req, res, next);
   });
 
   const openapi = loadOpenApiDocument();
@@ -77,9 +69,11 @@ export function createApp(deps: GatewayDeps): express.Express {
   // Interactive API reference from the same document, with its assets served locally (no CDN).
   const assets = express.static(swaggerUiAssets(), { index: false, redirect: false, fallthrough: false, setHeaders: (res) => res.setHeader('Cache-Control', 'no-store') });
   app.use('/docs/assets', (req: Request, res: Response, next: NextFunction) => {
-    // other methods fall through to route_not_found; a file that is missing, refused or
-    // undecodable is simply not a route
-    if (req.method !== 'GET' && req.method !== 'HEAD') return next();
+    // a file that is missing, refused or undecodable is simply not a route
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      res.set('Allow', 'GET, HEAD');
+      throw new AppError('method_not_allowed', 'method_not_allowed', { details: { allowedMethods: ['GET', 'HEAD'] } });
+    }
     assets(req, res, (err?: unknown) => next(err ? new AppError('route_not_found') : undefined));
   });
   app.get('/docs', (_req: Request, res: Response) => {
@@ -90,19 +84,56 @@ export function createApp(deps: GatewayDeps): express.Express {
     res.type('application/javascript; charset=utf-8').send(DOCS_INIT);
   });
 
+  // Order: the key, then the request rate, and only then the body. A caller without a valid
+  // key, or past its limit, costs no body parsing (and is counted: failed authentications
+  // per address, requests per key).
   const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute, deps.logger);
-  app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (req: Request, res: Response, next: NextFunction) => {
+  app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
     deps.usage.count((res.locals.auth as AuthContext).projectId);
-    checkStorable(req.body, req.query);
     next();
   });
+
+  // A method no route takes (OPTIONS, PUT, DELETE, ...) is refused before its body is read,
+  // and before a router's automatic OPTIONS answer (text/plain, outside the envelope).
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (allowed.routes(req.method)) return next();
+    throw allowed.refusal(req.path, res);
+  });
+
+  // JSON bodies only, on the methods that take one (a body sent with GET is ignored, unread).
+  // A body of another type is refused before any parsing. Every route but the upload refuses
+  // bodies over 64 KiB with 413 before parsing them. The upload's body (up to 16 MiB of
+  // Base64) is read by its route, after a free upload slot was also checked. Then the parsed
+  // body and the query must be storable (the upload checks its own body).
+  const jsonParser = express.json({ limit: JSON_BODY_LIMIT, strict: true });
+  app.use('/tools', (req: Request, res: Response, next: NextFunction) => {
+    const parsed = (err?: unknown): void => {
+      if (err) return next(err);
+      try {
+        checkStorable(req.body, req.query);
+      } catch (e) {
+        return next(e);
+      }
+      next();
+    };
+    // req.path is relative to the /tools mount here
+    if (!BODY_METHODS.has(req.method)) return parsed();
+    const hasBody = Number(req.get('content-length') ?? 0) > 0 || req.get('transfer-encoding') !== undefined;
+    if (hasBody && !req.is('application/json')) {
+      throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { expected: 'application/json' } });
+    }
+    if (req.path === '/upload') return parsed();
+    jsonParser(req, res, parsed);
+  });
+
   app.use(projectRoutes(deps));
   app.use(uploadRoutes(deps));
   app.use(executionRoutes(deps));
   app.use(toolRoutes(deps));
 
-  app.use(() => {
-    throw new AppError('route_not_found');
+  // No route answered: a path some route has, with another method, is 405; else 404.
+  app.use((req: Request, res: Response) => {
+    throw allowed.refusal(req.path, res);
   });
 
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {

@@ -8,6 +8,7 @@ export type ErrorStatus =
   | 'PERMISSION_DENIED'
   | 'NOT_FOUND'
   | 'ALREADY_EXISTS'
+  | 'UNIMPLEMENTED'
   | 'RESOURCE_EXHAUSTED'
   | 'INTERNAL'
   | 'UNAVAILABLE';
@@ -50,6 +51,10 @@ export function httpFor(code: ErrorCode): { http: number; status: ErrorStatus } 
     case 'artifact_not_found':
     case 'artifact_expired':
       return { http: 404, status: 'NOT_FOUND' };
+    // Not in api-contract.md: a method the path does not take (with an Allow header). The
+    // canonical status is grpc-gateway's for the same case (a routing 405 is UNIMPLEMENTED).
+    case 'method_not_allowed':
+      return { http: 405, status: 'UNIMPLEMENTED' };
     case 'idempotency_key_reused':
       return { http: 409, status: 'ALREADY_EXISTS' };
     case 'rate_limit_exceeded':

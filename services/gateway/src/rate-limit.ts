@@ -7,7 +7,7 @@ import type { AuthContext } from './context';
 import { SharedWindowLimiter, type LimitDecision } from './shared-window-limiter';
 
 const WINDOW_SECONDS = 60;
-/** Failed authentications tolerated per client address per minute before it is slowed down. */
+/** Failed authentications per client address per minute answered 401; later ones get 429. */
 export const AUTH_FAILURES_PER_MINUTE = 30;
 
 /**
@@ -17,9 +17,10 @@ export const AUTH_FAILURES_PER_MINUTE = 30;
  *    key does not cost a database write per request (SharedWindowLimiter); if Postgres
  *    cannot answer, an in-memory limiter with the same policy stands in rather than letting
  *    traffic through unlimited;
- *  - per client address, failed authentications, so a key cannot be guessed at speed. Kept
- *    in memory per replica: it needs no shared accuracy, and an attacker's junk must not
- *    cost database writes.
+ *  - per client address, failed authentications, so keys cannot be guessed at speed: past
+ *    the limit a refused key is answered 429 with Retry-After. Only refusals are limited,
+ *    never a valid key (see authenticate). Kept in memory per replica: it needs no shared
+ *    accuracy, and an attacker's junk must not cost database writes.
  */
 export class RequestLimits {
   private readonly perKey: SharedWindowLimiter;
@@ -62,16 +63,15 @@ export class RequestLimits {
     };
   }
 
-  /** Refuses an address that failed authentication too often this minute. */
-  async checkAuthFailures(ip: string, res: Response): Promise<void> {
-    const r = await this.authFailures.get(ip);
-    if (r && r.consumedPoints >= AUTH_FAILURES_PER_MINUTE) {
+  /**
+   * Counts a refused authentication from `ip`. Past AUTH_FAILURES_PER_MINUTE this minute it
+   * throws 429 with Retry-After (the caller throws its 401 otherwise).
+   */
+  async authFailed(ip: string, res: Response): Promise<void> {
+    const r = await this.authFailures.penalty(ip, 1);
+    if (r.consumedPoints > AUTH_FAILURES_PER_MINUTE) {
       res.set('Retry-After', String(Math.max(1, Math.ceil(r.msBeforeNext / 1000))));
       throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', { retryable: true, details: { reason: 'too many failed authentications' } });
     }
-  }
-
-  async recordAuthFailure(ip: string): Promise<void> {
-    await this.authFailures.penalty(ip, 1);
   }
 }

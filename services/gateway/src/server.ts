@@ -8,6 +8,7 @@ import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/o
 import { answerPrimary } from './cluster';
 import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
+import { answerClientError, answerUnmetExpectation } from './client-errors';
 import { SettingsCache } from './settings-cache';
 import { KeyCache } from './auth';
 import { UsageCounter } from './usage-counter';
@@ -52,7 +53,12 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
   const usage = new UsageCounter(db, logger, config.usageFlushIntervalMs);
   usage.start();
   const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, routingKeyFor: (c) => c });
-  const server = http.createServer(app);
+  // Every answer carries the envelope, also those Node would write itself: requests its
+  // parser refuses, an unmet Expect, and (requireHostHeader: false, app.ts answers instead)
+  // an HTTP/1.1 request without Host.
+  const server = http.createServer({ requireHostHeader: false }, app);
+  server.on('clientError', answerClientError(logger));
+  server.on('checkExpectation', answerUnmetExpectation(logger));
   server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
