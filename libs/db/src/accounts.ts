@@ -99,6 +99,8 @@ export async function createApiKey(
     role: input.role,
     expires_at: input.expiresAt ?? null,
   });
+  // gateways that cached "no key has this lookup id" forget it now
+  await db.raw('SELECT pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, input.lookupId]);
   return { id, secret: input.secret };
 }
 
@@ -122,12 +124,23 @@ export async function findApiKeyByLookupId(db: Knex, lookupId: string): Promise<
   };
 }
 
+/** The channel on which key changes are announced (NOTIFY payload: the key's lookup id). */
+export const KEY_CHANGES_CHANNEL = 'tes_api_keys';
+
+/**
+ * Revokes a key and announces it in the same statement: pg_notify is delivered when the
+ * revocation commits, so every gateway listening (KeyChangeListener) drops its cached row then,
+ * and the next request with the key is refused, not one up to AUTH_CACHE_TTL_MS later.
+ */
 export async function revokeApiKey(db: Knex, keyId: string): Promise<{ id: string; revokedAt: string } | null> {
-  const rows = await db('api_keys')
-    .where({ id: keyId })
-    .update({ revoked_at: db.raw('coalesce(revoked_at, now())') })
-    .returning(['id', 'revoked_at']);
-  const row = rows[0];
+  const res = await db.raw<{ rows: { id: string; revoked_at: Date }[] }>(
+    `WITH k AS (
+       UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ? RETURNING id, revoked_at, lookup_id
+     )
+     SELECT k.id, k.revoked_at, pg_notify(?, k.lookup_id) FROM k`,
+    [keyId, KEY_CHANGES_CHANNEL],
+  );
+  const row = res.rows[0];
   return row ? { id: row.id, revokedAt: iso(row.revoked_at) as string } : null;
 }
 

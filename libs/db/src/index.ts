@@ -11,3 +11,4 @@ export * from './usage';
 export { MIGRATIONS } from './migrations';
 export * from './files';
 export * from './janitor';
+export * from './key-changes';

@@ -21,11 +21,18 @@ const NO_KEY = Symbol('no key');
  * the two apart (1.48 vs 0.79 ms in issue #18). What remains: the first lookup of an id
  * within `ttlMs` costs a round trip whether it exists or not, so timing can tell "looked
  * up here in the last ttlMs" (by anyone), not "exists"; closing that would cost a query per
- * request. A key created for an id that was looked up just before waits at most `ttlMs`.
+ * request.
+ *
+ * Revocation takes effect at once on every gateway: revokeApiKey announces the key's lookup id
+ * (NOTIFY) when it commits, and each gateway's KeyChangeListener calls `forget`; a key created
+ * for an id cached as unknown is announced the same way. The cache is used only while that
+ * listener is connected (`listening`): while it is not, changes could be missed, so every
+ * request reads the row, and a new connection starts from an empty cache.
  */
 export class KeyCache {
   private readonly rows: LRUCache<string, ApiKeyRecord>;
   private readonly misses: LRUCache<string, typeof NO_KEY>;
+  private trusted = false;
   constructor(
     private readonly db: Knex,
     readonly ttlMs: number,
@@ -34,13 +41,26 @@ export class KeyCache {
     this.misses = new LRUCache<string, typeof NO_KEY>({ max: 10_000, ttl: Math.max(1, ttlMs) });
   }
 
+  /** Whether changes are being heard; entering or leaving either way empties the cache. */
+  set listening(on: boolean) {
+    this.rows.clear();
+    this.misses.clear();
+    this.trusted = on;
+  }
+
+  /** A key with this lookup id changed (revoked, created). */
+  forget(lookupId: string): void {
+    this.rows.delete(lookupId);
+    this.misses.delete(lookupId);
+  }
+
   async find(lookupId: string): Promise<ApiKeyRecord | null> {
-    if (this.ttlMs > 0) {
+    if (this.ttlMs > 0 && this.trusted) {
       const hit = this.rows.get(lookupId) ?? this.misses.get(lookupId);
       if (hit) return hit === NO_KEY ? null : hit;
     }
     const key = await findApiKeyByLookupId(this.db, lookupId);
-    if (this.ttlMs > 0) {
+    if (this.ttlMs > 0 && this.trusted) {
       if (key) this.rows.set(lookupId, key);
       else this.misses.set(lookupId, NO_KEY);
     }

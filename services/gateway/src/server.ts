@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb, markOutboxPublished, pingDb } from '@tes/db';
+import { createDb, KeyChangeListener, markOutboxPublished, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
 import { answerPrimary } from './cluster';
@@ -50,6 +50,17 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
   await settings.get(); // fails fast when the database is unreachable or unmigrated
 
   const keys = new KeyCache(db, config.authCacheTtlMs);
+  // revocations reach this process as they commit (see KeyCache)
+  const keyChanges = new KeyChangeListener({
+    url: config.databaseUrl,
+    onChange: (lookupId) => keys.forget(lookupId),
+    onListening: (on) => {
+      keys.listening = on;
+      logger.info(on ? 'gateway.key_changes.listening' : 'gateway.key_changes.lost', {});
+    },
+    onError: (err) => logger.warn('gateway.key_changes.error', { err: err.message }),
+  });
+  await keyChanges.start();
   const usage = new UsageCounter(db, logger, config.usageFlushIntervalMs);
   usage.start();
   const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, routingKeyFor: (c) => c });
@@ -93,6 +104,7 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
       },
       { name: 'dispatcher', stop: () => dispatcher.stop() },
       { name: 'usage', stop: () => usage.stop() },
+      { name: 'key-changes', stop: () => keyChanges.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       health,
