@@ -108,7 +108,7 @@ export const COMMANDS: CommandSpec[] = [
   },
   {
     name: 'key revoke',
-    summary: 'Revoke an API key (takes effect on the next request).',
+    summary: 'Revoke an API key (every gateway refuses it as soon as this commits).',
     options: { key: { description: 'key id (key_...)', required: true } },
     run: async (db, o) => {
       const r = await revokeApiKey(db, required(o, 'key'));
