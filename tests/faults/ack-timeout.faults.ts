@@ -68,10 +68,16 @@ it('a delivery held past the consumer timeout: the broker closes the channel, th
     const lost = logs.records.find((r) => r.message === 'amqp.consumer.lost');
     expect(String(lost?.reason)).toMatch(/PRECONDITION_FAILED.*(acknowledgement|ack).*timed out/i);
 
+    await until('the consumer to subscribe again', () => count('amqp.consumer.recreated') === 1, 10_000);
+    expect(consumer.consuming).toBe(true);
+    // The broker hands the message back to the new subscription, but the held handler still
+    // takes the only slot (concurrency 1 counts running handlers, whatever their channel): the
+    // redelivery runs once that handler ends, never beside it.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(deliveries).toEqual([false]);
+    release();
     await until('the redelivery to the re-created consumer', () => deliveries.length === 2, 10_000);
     expect(deliveries).toEqual([false, true]);
-    expect(consumer.consuming).toBe(true);
-    release();
     await until('the queue to be empty', async () => (await adminCh.checkQueue(queue)).messageCount === 0, 10_000);
     await new Promise((r) => setTimeout(r, 500)); // the held handler's late result had time to (wrongly) settle
     expect(count('amqp.consumer.lost')).toBe(1);

@@ -37,7 +37,8 @@ export class KeyChangeListener {
 
   private async connect(): Promise<void> {
     if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.o.url, application_name: 'tes-key-changes' });
+    // keepAlive: a half-open connection would otherwise look like one that is listening
+    const client = new pg.Client({ connectionString: this.o.url, application_name: 'tes-key-changes', keepAlive: true });
     let lost = false;
     const onLost = (err?: Error) => {
       if (lost) return;

@@ -33,6 +33,12 @@ export class KeyCache {
   private readonly rows: LRUCache<string, ApiKeyRecord>;
   private readonly misses: LRUCache<string, typeof NO_KEY>;
   private trusted = false;
+  /**
+   * Moves on every forget and every change of `listening`. A read that started before a change
+   * may carry the row as it was before it (a revoked key still valid): its result is cached only
+   * if no change happened while it was out.
+   */
+  private generation = 0;
   constructor(
     private readonly db: Knex,
     readonly ttlMs: number,
@@ -43,6 +49,7 @@ export class KeyCache {
 
   /** Whether changes are being heard; entering or leaving either way empties the cache. */
   set listening(on: boolean) {
+    this.generation += 1;
     this.rows.clear();
     this.misses.clear();
     this.trusted = on;
@@ -50,6 +57,7 @@ export class KeyCache {
 
   /** A key with this lookup id changed (revoked, created). */
   forget(lookupId: string): void {
+    this.generation += 1;
     this.rows.delete(lookupId);
     this.misses.delete(lookupId);
   }
@@ -59,8 +67,9 @@ export class KeyCache {
       const hit = this.rows.get(lookupId) ?? this.misses.get(lookupId);
       if (hit) return hit === NO_KEY ? null : hit;
     }
+    const generation = this.generation;
     const key = await findApiKeyByLookupId(this.db, lookupId);
-    if (this.ttlMs > 0 && this.trusted) {
+    if (this.ttlMs > 0 && this.trusted && generation === this.generation) {
       if (key) this.rows.set(lookupId, key);
       else this.misses.set(lookupId, NO_KEY);
     }
