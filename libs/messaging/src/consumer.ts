@@ -63,10 +63,10 @@ interface Subscription {
  * subscribes on the next one) or stop() is called. `consuming` is false meanwhile, for
  * readiness.
  *
- * Hazard: handlers still running for the dead channel are not stopped. Their messages went
- * back to the queue and may be redelivered (here or elsewhere) while they run; they are
- * never settled (see dispatch), and the work they do is fenced downstream. Until they end
- * this process may run more than `concurrency` handlers.
+ * Handlers still running for a dead channel are not stopped. Their messages went back to the
+ * queue and may be redelivered (here or elsewhere) while they run; they are never settled on
+ * another channel, and the work they do is fenced downstream. They keep their slots: a
+ * redelivery here waits for one, so this process never runs more than `concurrency` handlers.
  */
 export class Consumer {
   /** Set once consume succeeded; cleared the moment the broker ends it. */

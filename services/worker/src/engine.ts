@@ -52,6 +52,8 @@ export interface EngineDeps {
   waitRoutingKeyFor: (category: string) => string;
   waitMs: number;
   providers: ProviderSetup;
+  /** After this long running, a claimed execution's message is acked (default 5 min; see handleClaimed). */
+  earlyAckAfterMs?: number;
   /** Killable sharp; a private one is made when none is given. */
   sandbox?: SharpSandbox;
   /** Publishes a fresh message for an execution to `category`'s delay queue (confirmed). */
@@ -141,13 +143,6 @@ export class StepEngine {
   private async handleClaimed(executionId: string, message: Record<string, unknown>, category: string, delivery?: Delivery): Promise<Disposition> {
     const { db, logger, workerId, leaseTtlMs } = this.deps;
     const execution = await claimExecution(db, executionId, workerId, leaseTtlMs);
-    if (execution) {
-      // The claim is durable: from here the database carries the work (the lease, and the
-      // reaper when it expires), so the message is acked now and never held for the length of
-      // an execution (RabbitMQ closes a channel whose delivery stays unacked 30 min). Work given
-      // back later (shutdown, outage) is re-sent by `later`, or by the reaper at its deadline.
-      delivery?.settle('ack');
-    }
     if (!execution) {
       // Terminal, waiting for an operator, or held by a live worker: a duplicate or
       // redelivered message. Nothing to do; the lease holder (or the reaper) carries on.
@@ -157,6 +152,14 @@ export class StepEngine {
     const log = { executionId, projectId: execution.projectId, tool: execution.tool, attempt: execution.attempts };
     logger.info('worker.execution.claimed', log);
     const workDir = new WorkDir(path.join(os.tmpdir(), `tes-${executionId}-`));
+    // Once the claim is durable the database carries the work (the lease, and the reaper when
+    // it expires): a message need not stay unacked for the length of an execution, and must
+    // not, for RabbitMQ closes a channel whose delivery stays unacked 30 min. It is acked when
+    // the execution ends or after `earlyAckAfterMs` (5 min), whichever is first. Not at once:
+    // an unacked delivery holds the prefetch credit, so a worker whose slots are busy is sent
+    // no more work while idle workers are, which early acks for every message would undo.
+    // Work given back later (shutdown, outage) is re-sent by `later`, or by the reaper.
+    const earlyAck = delivery ? setTimeout(() => delivery.settle('ack'), this.deps.earlyAckAfterMs ?? 5 * 60_000) : undefined;
     try {
       await this.run(execution, workDir);
       crashPoint('worker.after_settle');
@@ -176,6 +179,7 @@ export class StepEngine {
       }
       throw err;
     } finally {
+      clearTimeout(earlyAck);
       await workDir.remove();
     }
   }

@@ -113,6 +113,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },
+      { name: 'media-sandbox', stop: () => engine.sandbox.stop() },
       { name: 'db', stop: () => db.destroy() },
     ],
   };

@@ -52,8 +52,9 @@ const manySteps: ToolDefinition = {
 };
 
 /** An engine for one extra tool, on the test's database and S3; nothing waits or is deferred here. */
-function engineFor(tool: ToolDefinition, runner: ToolRunner, objectStore: ObjectStore): StepEngine {
+function engineFor(tool: ToolDefinition, runner: ToolRunner, objectStore: ObjectStore, extra: { earlyAckAfterMs?: number } = {}): StepEngine {
   return new StepEngine({
+    ...extra,
     db,
     catalog: new Catalog({ enableTestTools: true, extraTools: [tool] }),
     store: objectStore,
@@ -152,4 +153,33 @@ it('objects a fenced-out worker stored are deleted, not left in the bucket forev
   await expect(store.get(keys[0]!)).rejects.toThrow();
   expect(await db('artifacts').where({ execution_id: id })).toHaveLength(0);
   expect((await getExecutionById(db, id))).toMatchObject({ status: 'running', leaseOwner: 'wrk_other' });
+});
+
+it("a long execution's message is acked after earlyAckAfterMs while it runs on, a short one's when it ends", async () => {
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const slow: ToolDefinition = { ...manySteps, name: 'test.slow', plan: () => [{ name: 'wait' }], maximumCharge: () => 0 };
+  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.slow': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } } } });
+  const events: string[] = [];
+  const runner: ToolRunner = {
+    runStep: async (ctx) => {
+      const ms = (ctx.execution.arguments as { ms: number }).ms;
+      await new Promise((r) => setTimeout(r, ms));
+      events.push(`step done ${ms}`);
+      return { costMicros: 0 };
+    },
+  };
+  const engine = engineFor(slow, runner, store, { earlyAckAfterMs: 300 });
+  for (const ms of [1_000, 50]) {
+    const id = newId('exe');
+    await submitExecution(db, {
+      id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.slow', model: 'sleep', category: 'test', arguments: { ms }, priceVersion,
+      totalSteps: 1, reservedMicros: 0, idempotencyKey: `slow-${ms}`, requestDigest: 'x', routingKey: 'test', dispatchDeadlineMs: 60_000,
+    });
+    const settled: string[] = [];
+    const final = await engine.handle({ executionId: id, projectId: p.projectId }, 'test', { settle: (d) => settled.push(`${d} after ${events.length} steps`) });
+    expect(final).toBe('ack');
+    expect((await getExecutionById(db, id))?.status).toBe('succeeded');
+    // 1 s run: acked at 300 ms, before its step ended; 50 ms run: never acked early (the consumer acks the final 'ack')
+    expect(settled).toEqual(ms === 1_000 ? ['ack after 0 steps'] : []);
+  }
 });
