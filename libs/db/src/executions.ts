@@ -212,7 +212,7 @@ const SUBMIT_SQL = `WITH f AS (
 /** The unique index that is the idempotency binding. */
 const IDEMPOTENCY_CONSTRAINT = 'executions_project_id_idempotency_key_key';
 
-export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeWrite?: () => void } = {}): Promise<SubmitResult> {
+export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeWrite?: () => void } = {}, attempt = 0): Promise<SubmitResult> {
   if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
   const r = input.reservedMicros;
   const fileIds = [...new Set(input.fileIds ?? [])];
@@ -273,13 +273,27 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   if (current?.version !== input.priceVersion) {
     throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: current?.version ?? null } });
   }
-  const p = await db('projects').select('available_micros').where({ id: input.projectId }).first();
+  // Balance and cap from one read, judged as the statement judged them. This read is later
+  // than the statement: if neither refuses now (money was released meanwhile), the submit is
+  // tried again rather than answered with a reason that no longer holds.
+  const p = (
+    await db.raw<{ rows: { available_micros: number; reserved_micros: number; monthly_cap_micros: number | null; month_charged: number }[] }>(
+      `SELECT available_micros, reserved_micros, monthly_cap_micros,
+              CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END AS month_charged
+         FROM projects WHERE id = ?`,
+      [input.projectId],
+    )
+  ).rows[0];
   if (!p || p.available_micros < r) {
     throw new AppError('insufficient_balance', 'insufficient_balance', {
       details: { requiredMicros: r, availableMicros: p?.available_micros ?? 0, retryable: false },
     });
   }
-  throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
+  if (p.monthly_cap_micros !== null && Number(p.month_charged) + p.reserved_micros + r > p.monthly_cap_micros) {
+    throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
+  }
+  if (attempt < 2) return submitExecution(db, input, hooks, attempt + 1);
+  throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'the balance changed while the submit was judged; retry' } });
 }
 
 const bindingLockKey = (projectId: string, key: string) => `tes.binding:${projectId}:${key}`;

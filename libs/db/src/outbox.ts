@@ -71,9 +71,10 @@ export const MAX_REDISPATCH_MS = 30 * 60_000;
  * - queued: nobody claimed it by its dispatch deadline (its message was lost, or it is still
  *   in a backlog: a duplicate message is harmless, claims are fenced).
  *
- * The next deadline grows with the execution's age (at least `redispatchMs`, at most
- * MAX_REDISPATCH_MS), so a long backlog is not flooded with duplicates while a lost message
- * is still replaced within a bounded time. FOR UPDATE SKIP LOCKED lets two relays share the
+ * The next deadline is `redispatchMs` away; for queued work it grows with the execution's age
+ * (at most MAX_REDISPATCH_MS), so a long backlog is not flooded with duplicates while a lost
+ * message is still replaced within a bounded time. (Running and waiting work is not a backlog:
+ * a second lost message is replaced as fast as the first.) FOR UPDATE SKIP LOCKED lets two relays share the
  * work. Index: executions_lease_idx.
  */
 export async function reapExpiredLeases(
@@ -99,10 +100,12 @@ export async function reapExpiredLeases(
       `UPDATE executions
           SET lease_owner = NULL,
               attempts = attempts + (CASE WHEN status = 'running' AND lease_owner IS NOT NULL THEN 1 ELSE 0 END),
-              lease_expires_at = tes_now() + LEAST(GREATEST(? * interval '1 millisecond', tes_now() - created_at), ? * interval '1 millisecond'),
+              lease_expires_at = tes_now() + CASE WHEN status = 'queued'
+                THEN LEAST(GREATEST(? * interval '1 millisecond', tes_now() - created_at), ? * interval '1 millisecond')
+                ELSE ? * interval '1 millisecond' END,
               updated_at = now()
         WHERE id = ANY(?::text[])`,
-      [options.redispatchMs, MAX_REDISPATCH_MS, ids] as unknown as Knex.RawBinding[],
+      [options.redispatchMs, MAX_REDISPATCH_MS, options.redispatchMs, ids] as unknown as Knex.RawBinding[],
     );
     await trx('outbox').insert(rows.map((r) => outboxEntry(r.project_id, r.id, options.routingKeyFor(r.category))));
     return { requeued: ids, leasesLost: rows.filter(crashed).map((r) => r.id), exhausted };

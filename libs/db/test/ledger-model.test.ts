@@ -442,7 +442,7 @@ async function relayTick(m: Model, r: Real): Promise<void> {
     .toEqual({ requeued: requeued.map((e) => e.id).sort(), exhausted: exhausted.map((e) => e.id).sort() });
   for (const e of requeued) {
     hit(`reap:${e.status}${crashed(e) ? ':lease_lost' : ''}`);
-    const next = Math.min(Math.max(REDISPATCH_MS, m.clock - e.createdAt), MAX_REDISPATCH_MS);
+    const next = e.status === 'queued' ? Math.min(Math.max(REDISPATCH_MS, m.clock - e.createdAt), MAX_REDISPATCH_MS) : REDISPATCH_MS;
     Object.assign(e, { attempts: e.attempts + (crashed(e) ? 1 : 0), owner: null, deadline: m.clock + next, outboxTotal: e.outboxTotal + 1, outboxUnsent: e.outboxUnsent + 1 });
   }
   for (const e of exhausted) e.attempts += 1;
