@@ -2,7 +2,6 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
-import { monthKey } from '@tes/db';
 import { createTestDatabase, type TestDatabase } from '@tes/testing';
 import type { CpuMeter } from './meter';
 import { runProgram } from './procs';
@@ -13,7 +12,7 @@ import { runProgram } from './procs';
  * balance UPDATE, the execution, its outbox row and the journal entries), on a
  * scratch database cloned from the same migrated template, over TCP with prepared
  * statements (-M prepared), as the service runs them (libs/db/src/prepared.ts). Hazard: if submitExecution changes, this script must
- * change with it or the ratio compares different work.
+ * change with it or the ratio compares different work (it does: the file pins, the guard, tes_now()).
  */
 const COLUMNS =
   'id, project_id, api_key_id, tool, model, category, status, arguments, price_version, total_steps, reserved_micros, ' +
@@ -22,22 +21,33 @@ const COLUMNS =
 
 const SCRIPT = `\\set p random(1, :nprojects)
 \\set r random(1, 999999999999)
-WITH p AS (
+WITH f AS (
+   SELECT id FROM files
+    WHERE project_id = 'prj_pgb_' || :p::text AND id = ANY('{}'::text[]) AND deleted_at IS NULL AND expires_at > tes_now()
+      FOR SHARE
+ ), p AS (
    UPDATE projects
       SET available_micros = available_micros - :amount::bigint,
           reserved_micros = reserved_micros + :amount::bigint
     WHERE id = 'prj_pgb_' || :p
       AND available_micros >= :amount::bigint
       AND (monthly_cap_micros IS NULL
-           OR (CASE WHEN cap_month = :month::date THEN month_charged_micros ELSE 0 END)
+           OR (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END)
               + reserved_micros + :amount::bigint <= monthly_cap_micros)
+      AND (SELECT count(*) FROM f) = cardinality('{}'::text[])
+      AND tes_submit_guard('tes.binding.prj_pgb_' || :p::text || '.idem_' || :client_id::text || '_' || :r::text, :pv::text)
     RETURNING id
  ), e AS (
    INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
-     total_steps, reserved_micros, idempotency_key, request_digest)
+     total_steps, reserved_micros, idempotency_key, request_digest, lease_expires_at, created_at)
    SELECT ('exe_pgb_' || :client_id || '_' || :r)::text, p.id, ('key_pgb_' || :p)::text, 'test.sleep'::text, 'sleep'::text, 'test'::text, 'queued',
-     :args::jsonb, :pv::text, 1::int, :amount::bigint, ('idem_' || :client_id || '_' || :r)::text, :digest::text FROM p
+     :args::jsonb, :pv::text, 1::int, :amount::bigint, ('idem_' || :client_id || '_' || :r)::text, :digest::text,
+     tes_now() + (60000 * interval '1 millisecond'), tes_now() FROM p
    RETURNING ${COLUMNS}
+ ), ef AS (
+   INSERT INTO execution_files (execution_id, file_id, project_id)
+   SELECT e.id, f.id, e.project_id FROM e CROSS JOIN f
+   RETURNING 1
  ), o AS (
    INSERT INTO outbox (project_id, execution_id, routing_key, payload)
    SELECT e.project_id, e.id, 'test'::text, jsonb_build_object('executionId', e.id, 'projectId', e.project_id) FROM e
@@ -94,6 +104,8 @@ export class PgbenchDb {
          SELECT 'key_pgb_' || i, 'prj_pgb_' || i, 'pgbench', 'pgb' || i, '\\x00'::bytea, '{}', 'ADMIN' FROM generate_series(1, $1::int) i`,
         [projects],
       );
+      // the submit's guard compares with the current price version
+      await c.query(`INSERT INTO price_versions (version, content_sha256, prices) VALUES ('bench', 'bench', '{}')`);
       await c.query('VACUUM ANALYZE');
     } finally {
       await c.end();
@@ -109,7 +121,7 @@ export class PgbenchDb {
       '-h', u.hostname, '-p', u.port || '5432', '-U', decodeURIComponent(u.username || 'postgres'),
       '-n', '-M', 'prepared', '-c', String(options.clients), '-j', '2', '-T', String(options.durationSec),
       '-f', this.scriptFile,
-      '-D', `nprojects=${options.projects}`, '-D', 'amount=1', '-D', `month=${monthKey()}`, '-D', 'pv=bench',
+      '-D', `nprojects=${options.projects}`, '-D', 'amount=1', '-D', 'pv=bench',
       '-D', 'args={"seconds":0,"steps":1,"costMicrosPerStep":1}',
       '-D', `digest=${'ab'.repeat(32)}`,
       u.pathname.slice(1),
