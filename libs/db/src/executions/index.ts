@@ -1,0 +1,5 @@
+export * from './records';
+export * from './submit';
+export * from './lease';
+export * from './steps';
+export * from './settle';

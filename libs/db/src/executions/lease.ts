@@ -1,0 +1,116 @@
+/** Who holds an execution: claim, renew, give back, wait on a provider, hand to an operator. */
+import type { Knex } from 'knex';
+import { prepared } from '../prepared';
+import { EXECUTION_SELECT, toExecution, type ExecutionRecord } from './records';
+
+/**
+ * Claims an execution for a worker with a lease. Succeeds for queued work, for running
+ * work whose lease has expired or was released, and for waiting work (a provider re-check).
+ * Returns null when the execution is terminal, waiting for an operator, or held by a live
+ * lease. A claim spends no attempt: only a lease lost to a crash or a hang does (the reaper
+ * counts those), so hand-backs at shutdown and re-checks never wear an execution out.
+ *
+ * `firstClaim` is true when the execution was never claimed before. It then has no recorded
+ * steps and the caller need not read them. Any other claim must read its steps in a statement of its own: a subquery
+ * here would see the snapshot taken before this UPDATE waited for the row lock, and could miss
+ * what the previous lease holder recorded meanwhile.
+ */
+export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<(ExecutionRecord & { firstClaim: boolean }) | null> {
+  const res = await prepared<{ rows: (Record<string, unknown> & { first_claim: boolean })[] }>(
+    db,
+    'tes_claim',
+    `UPDATE executions
+        SET status = 'running', lease_owner = ?, lease_expires_at = tes_now() + (? * interval '1 millisecond'),
+            started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
+      WHERE id = ? AND status IN ('queued', 'running', 'waiting')
+        AND (lease_owner IS NULL OR lease_expires_at < tes_now())
+      RETURNING ${EXECUTION_SELECT}, (claims = 1) AS first_claim`,
+    [owner, leaseTtlMs, id],
+  );
+  const row = res.rows[0];
+  return row ? { ...toExecution(row), firstClaim: row.first_claim } : null;
+}
+
+/** Extends the lease; null means it was lost (expired and taken, or the execution moved on). */
+export async function renewLease(
+  db: Knex,
+  id: string,
+  owner: string,
+  leaseTtlMs: number,
+): Promise<{ cancelRequested: boolean } | null> {
+  const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
+    db,
+    'tes_renew_lease',
+    `UPDATE executions SET lease_expires_at = tes_now() + (? * interval '1 millisecond')
+      WHERE id = ? AND lease_owner = ? AND status = 'running'
+      RETURNING cancel_requested`,
+    [leaseTtlMs, id, owner],
+  );
+  const row = res.rows[0];
+  return row ? { cancelRequested: row.cancel_requested } : null;
+}
+
+/**
+ * A step handed work to an external provider and must wait for it: the execution moves to
+ * `waiting` and frees its lease; in the same transaction an outbox row schedules the
+ * re-check (published to the delay queue, which dead-letters back to the work queue).
+ * lease_expires_at becomes the deadline by which a re-check must have happened; past it the
+ * reaper publishes one itself, so a lost delay message cannot strand the execution.
+ */
+export async function enterWaiting(
+  db: Knex,
+  input: { executionId: string; projectId: string; owner: string; routingKey: string; recheckDeadlineMs: number },
+): Promise<number | null> {
+  return db.transaction(async (trx) => {
+    const moved = await trx.raw<{ rows: unknown[] }>(
+      `UPDATE executions SET status = 'waiting', lease_owner = NULL,
+              lease_expires_at = tes_now() + (? * interval '1 millisecond'), updated_at = now()
+        WHERE id = ? AND lease_owner = ? AND status = 'running'
+        RETURNING 1`,
+      [input.recheckDeadlineMs, input.executionId, input.owner],
+    );
+    if (moved.rows.length === 0) return null;
+    const row = await trx.raw<{ rows: { id: number }[] }>(
+      `INSERT INTO outbox (project_id, execution_id, routing_key, payload) VALUES (?, ?, ?, ?) RETURNING id`,
+      [input.projectId, input.executionId, input.routingKey, JSON.stringify({ executionId: input.executionId, projectId: input.projectId, recheck: true })],
+    );
+    return row.rows[0]!.id;
+  });
+}
+
+/** Moves an execution to needs_review, keeping its reservation held (no settlement). */
+export async function markNeedsReview(
+  db: Knex,
+  input: { executionId: string; owner?: string; errorCode: string; errorMessage: string },
+): Promise<boolean> {
+  const bindings: Knex.RawBinding[] = [input.errorCode, input.errorMessage, input.executionId];
+  let fence = '';
+  if (input.owner !== undefined) {
+    fence = 'AND lease_owner = ?';
+    bindings.push(input.owner);
+  }
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions SET status = 'needs_review', error_code = ?, error_message = ?, lease_owner = NULL,
+            lease_expires_at = NULL, updated_at = now()
+      WHERE id = ? AND status IN ('running', 'waiting') ${fence}
+      RETURNING 1`,
+    bindings,
+  );
+  return res.rows.length > 0;
+}
+
+/**
+ * Gives a lease back early (shutdown, transient failure) so a redelivery can claim at once.
+ * The execution keeps a deadline: the worker re-sends its message through a delay queue, and
+ * if that message is lost the reaper publishes one when `recheckDeadlineMs` has passed. (A
+ * NULL deadline would never be "past": the execution would stay running with its money held.)
+ */
+export async function releaseLease(db: Knex, id: string, owner: string, recheckDeadlineMs: number): Promise<boolean> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions SET lease_owner = NULL, lease_expires_at = tes_now() + (? * interval '1 millisecond'), updated_at = now()
+      WHERE id = ? AND lease_owner = ? AND status = 'running'
+      RETURNING 1`,
+    [recheckDeadlineMs, id, owner],
+  );
+  return res.rows.length > 0;
+}

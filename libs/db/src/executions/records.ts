@@ -1,0 +1,238 @@
+/**
+ * The execution record: its columns, how rows map to it, and the project-scoped reads
+ * (status polls, lists, steps, artifacts). Every write lives beside it, one file per job:
+ * submit.ts, lease.ts, steps.ts, settle.ts.
+ */
+import type { Knex } from 'knex';
+import type { ExecutionStatus } from '@tes/core';
+import { prepared } from '../prepared';
+import { iso } from '../time';
+
+export interface ArtifactSummary {
+  id: string;
+  format: string;
+  mimeType: string;
+  sizeBytes: number;
+  sha256: string;
+  expiresAt: string;
+}
+
+export interface ExecutionRecord {
+  id: string;
+  projectId: string;
+  apiKeyId: string;
+  tool: string;
+  model: string;
+  category: string;
+  status: ExecutionStatus;
+  arguments: Record<string, unknown>;
+  priceVersion: string;
+  totalSteps: number;
+  reservedMicros: number;
+  chargedMicros: number;
+  cancelRequested: boolean;
+  idempotencyKey: string;
+  requestDigest: string;
+  output: Record<string, unknown> | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  leaseOwner: string | null;
+  attempts: number;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface StepRecord {
+  executionId: string;
+  index: number;
+  name: string;
+  status: 'running' | 'succeeded' | 'failed' | 'cancelled';
+  costMicros: number;
+  externalRef: string | null;
+  checkpoint: Record<string, unknown> | null;
+  errorCode: string | null;
+  attempts: number;
+  startedAt: string;
+  finishedAt: string | null;
+}
+
+export const EXECUTION_COLUMNS = [
+  'id',
+  'project_id',
+  'api_key_id',
+  'tool',
+  'model',
+  'category',
+  'status',
+  'arguments',
+  'price_version',
+  'total_steps',
+  'reserved_micros',
+  'charged_micros',
+  'cancel_requested',
+  'idempotency_key',
+  'request_digest',
+  'output',
+  'error_code',
+  'error_message',
+  'lease_owner',
+  'attempts',
+  'created_at',
+  'started_at',
+  'finished_at',
+] as const;
+export const EXECUTION_SELECT = EXECUTION_COLUMNS.join(', ');
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function toExecution(row: any): ExecutionRecord {
+  return {
+    id: row.id,
+    projectId: row.project_id,
+    apiKeyId: row.api_key_id,
+    tool: row.tool,
+    model: row.model,
+    category: row.category,
+    status: row.status,
+    arguments: row.arguments,
+    priceVersion: row.price_version,
+    totalSteps: row.total_steps,
+    reservedMicros: row.reserved_micros,
+    chargedMicros: row.charged_micros,
+    cancelRequested: row.cancel_requested,
+    idempotencyKey: row.idempotency_key,
+    requestDigest: row.request_digest,
+    output: row.output,
+    errorCode: row.error_code,
+    errorMessage: row.error_message,
+    leaseOwner: row.lease_owner,
+    attempts: row.attempts,
+    createdAt: iso(row.created_at) as string,
+    startedAt: iso(row.started_at),
+    finishedAt: iso(row.finished_at),
+  };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function toStep(row: any): StepRecord {
+  return {
+    executionId: row.execution_id,
+    index: row.index,
+    name: row.name,
+    status: row.status,
+    costMicros: row.cost_micros,
+    externalRef: row.external_ref,
+    checkpoint: row.checkpoint,
+    errorCode: row.error_code,
+    attempts: row.attempts,
+    startedAt: iso(row.started_at) as string,
+    finishedAt: iso(row.finished_at),
+  };
+}
+
+export async function findByIdempotencyKey(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {
+  const row = await db('executions').select(EXECUTION_COLUMNS).where({ project_id: projectId, idempotency_key: key }).first();
+  return row ? toExecution(row) : null;
+}
+
+/** Project-scoped read: another project's id is indistinguishable from an unknown one. */
+export async function getExecution(db: Knex, projectId: string, id: string): Promise<ExecutionRecord | null> {
+  const row = await db('executions').select(EXECUTION_COLUMNS).where({ id, project_id: projectId }).first();
+  return row ? toExecution(row) : null;
+}
+
+/**
+ * An execution of the project with its steps, in one round trip (the status poll, the most
+ * frequent read of the API).
+ */
+export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<{ execution: ExecutionRecord; steps: StepRecord[] } | null> {
+  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
+    db,
+    'tes_execution_poll',
+    `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
+            coalesce((SELECT json_agg(json_build_object(
+                        'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
+                        'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
+                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
+                        'finished_at', s.finished_at) ORDER BY s.index)
+                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps
+       FROM executions e WHERE e.id = ? AND e.project_id = ?`,
+    [id, projectId],
+  );
+  const row = res.rows[0];
+  if (!row) return null;
+  return { execution: toExecution(row), steps: row.steps.map(toStep) };
+}
+
+/** Worker-side read by id alone (messages carry both ids; the worker checks they agree). */
+export async function getExecutionById(db: Knex, id: string): Promise<ExecutionRecord | null> {
+  const row = await db('executions').select(EXECUTION_COLUMNS).where({ id }).first();
+  return row ? toExecution(row) : null;
+}
+
+export interface ListQuery {
+  projectId: string;
+  limit: number;
+  before?: string | undefined;
+  status?: ExecutionStatus | undefined;
+  tool?: string | undefined;
+}
+
+/** Newest first, keyset-paged on the time-sortable id (index executions_project_*_idx). */
+export async function listExecutions(db: Knex, q: ListQuery): Promise<{ items: ExecutionRecord[]; hasMore: boolean }> {
+  const query = db('executions').select(EXECUTION_COLUMNS).where('project_id', q.projectId);
+  if (q.status) query.andWhere('status', q.status);
+  if (q.tool) query.andWhere('tool', q.tool);
+  if (q.before) query.andWhere('id', '<', q.before);
+  const rows = await query.orderBy('id', 'desc').limit(q.limit + 1);
+  const hasMore = rows.length > q.limit;
+  return { items: rows.slice(0, q.limit).map(toExecution), hasMore };
+}
+
+export async function getSteps(db: Knex, projectId: string, executionIds: string[]): Promise<StepRecord[]> {
+  if (executionIds.length === 0) return [];
+  const rows = await db('execution_steps')
+    .select('execution_id', 'index', 'name', 'status', 'cost_micros', 'external_ref', 'checkpoint', 'error_code', 'attempts', 'started_at', 'finished_at')
+    .where('project_id', projectId)
+    .whereIn('execution_id', executionIds)
+    .orderBy([{ column: 'execution_id' }, { column: 'index' }]);
+  return rows.map(toStep);
+}
+
+export interface NewArtifact {
+  id: string;
+  format: string;
+  mimeType: string;
+  sizeBytes: number;
+  sha256: string;
+  storageKey: string;
+  fileName: string;
+  expiresAt: Date;
+}
+
+export interface ArtifactRecord extends NewArtifact {
+  executionId: string;
+  projectId: string;
+  deletedAt: string | null;
+}
+
+export async function getArtifact(db: Knex, projectId: string, executionId: string, artifactId: string): Promise<ArtifactRecord | null> {
+  const row = await db('artifacts')
+    .select('id', 'execution_id', 'project_id', 'format', 'mime_type', 'size_bytes', 'sha256', 'storage_key', 'file_name', 'expires_at', 'deleted_at')
+    .where({ id: artifactId, execution_id: executionId, project_id: projectId })
+    .first();
+  if (!row) return null;
+  return {
+    id: row.id,
+    executionId: row.execution_id,
+    projectId: row.project_id,
+    format: row.format,
+    mimeType: row.mime_type,
+    sizeBytes: row.size_bytes,
+    sha256: row.sha256,
+    storageKey: row.storage_key,
+    fileName: row.file_name,
+    expiresAt: new Date(row.expires_at),
+    deletedAt: iso(row.deleted_at),
+  };
+}

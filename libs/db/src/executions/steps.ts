@@ -1,0 +1,124 @@
+/** Step records, fenced by the lease: start (and the cancel fence), finish with artifacts, provider references. */
+import type { Knex } from 'knex';
+import { prepared } from '../prepared';
+import type { NewArtifact } from './records';
+
+export type StepStart = 'started' | 'cancel_requested' | 'lease_lost';
+
+/**
+ * Records that a step starts, fenced by the lease and by cancellation in one statement: no new
+ * step starts once a cancel was accepted (api-contract.md), even a cancel that landed after the
+ * claim. 'cancel_requested': the caller settles as cancelled; 'lease_lost': stop.
+ *
+ * The lease check here, in finishStep and in recordExternalRef locks the execution row FOR
+ * SHARE: a claim by another worker or a cancel (an UPDATE of that row) then waits for this
+ * statement's commit, or this statement waits for theirs and re-checks the row as they left
+ * it. A plain read could pass the check on an old snapshot and commit a step write after the
+ * new holder had read the steps, or after a cancel had been answered 202.
+ */
+export async function startStep(
+  db: Knex,
+  input: { executionId: string; projectId: string; index: number; name: string; owner: string; external?: boolean },
+): Promise<StepStart> {
+  const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
+    db,
+    'tes_start_step',
+    `WITH e AS (
+       SELECT id, project_id, cancel_requested FROM executions
+        WHERE id = ? AND project_id = ? AND lease_owner = ? AND status = 'running'
+          FOR SHARE
+     ), s AS (
+       INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
+       SELECT e.id, e.project_id, ?, ?, 'running', ? FROM e WHERE NOT e.cancel_requested
+       ON CONFLICT (execution_id, index) DO UPDATE
+          SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
+       RETURNING 1
+     )
+     SELECT e.cancel_requested FROM e`,
+    [input.executionId, input.projectId, input.owner, input.index, input.name, input.external ?? false],
+  );
+  const row = res.rows[0];
+  if (!row) return 'lease_lost';
+  return row.cancel_requested ? 'cancel_requested' : 'started';
+}
+
+
+/** Records a step's outcome and any artifacts it stored, fenced by the lease, in one transaction. */
+export async function finishStep(
+  db: Knex,
+  input: {
+    executionId: string;
+    projectId: string;
+    index: number;
+    owner: string;
+    status: 'succeeded' | 'failed' | 'cancelled';
+    costMicros: number;
+    checkpoint?: Record<string, unknown> | null;
+    externalRef?: string | null;
+    errorCode?: string | null;
+    artifacts?: NewArtifact[];
+  },
+): Promise<boolean> {
+  // One statement (so one transaction and one round trip): the fenced step update and, only
+  // if it matched, the artifact rows it produced.
+  const artifacts = (input.artifacts ?? []).map((a) => ({
+    id: a.id,
+    format: a.format,
+    mime_type: a.mimeType,
+    size_bytes: a.sizeBytes,
+    sha256: a.sha256,
+    storage_key: a.storageKey,
+    file_name: a.fileName,
+    expires_at: a.expiresAt.toISOString(),
+  }));
+  const res = await prepared<{ rows: { n: number }[] }>(
+    db,
+    'tes_finish_step',
+    `WITH s AS (
+       UPDATE execution_steps s
+          SET status = ?, cost_micros = ?, checkpoint = ?::jsonb, external_ref = coalesce(?, s.external_ref),
+              error_code = ?, finished_at = now()
+        WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
+          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running' FOR SHARE)
+        RETURNING s.execution_id, s.project_id, s.index
+     ), a AS (
+       INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
+       SELECT x.id, s.execution_id, s.project_id, s.index, x.format, x.mime_type, x.size_bytes, x.sha256, x.storage_key, x.file_name, x.expires_at
+         FROM s CROSS JOIN jsonb_to_recordset(?::jsonb) AS x(id text, format text, mime_type text, size_bytes bigint, sha256 text,
+                                                              storage_key text, file_name text, expires_at timestamptz)
+       RETURNING 1
+     )
+     SELECT count(*)::int AS n FROM s`,
+    [
+      input.status,
+      input.costMicros,
+      input.checkpoint ? JSON.stringify(input.checkpoint) : null,
+      input.externalRef ?? null,
+      input.errorCode ?? null,
+      input.executionId,
+      input.index,
+      input.owner,
+      JSON.stringify(artifacts),
+    ],
+  );
+  return (res.rows[0]?.n ?? 0) > 0;
+}
+
+/**
+ * Records a provider's job reference (and a small checkpoint) on a running step, fenced by
+ * the lease, before the worker waits on it. Once recorded, a crash is recoverable: the next
+ * worker polls the job instead of sending the request again.
+ */
+export async function recordExternalRef(
+  db: Knex,
+  input: { executionId: string; index: number; owner: string; externalRef: string; checkpoint?: Record<string, unknown> | null },
+): Promise<boolean> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE execution_steps s SET external_ref = ?, checkpoint = coalesce(?::jsonb, s.checkpoint)
+      WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
+        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running' FOR SHARE)
+      RETURNING 1`,
+    [input.externalRef, input.checkpoint ? JSON.stringify(input.checkpoint) : null, input.executionId, input.index, input.owner],
+  );
+  return res.rows.length > 0;
+}
