@@ -10,7 +10,7 @@ import {
 import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
 
 /*
- * Model-based test of the money and work SQL (libs/db/src/executions.ts, outbox.ts, janitor.ts,
+ * Model-based test of the money and work SQL (libs/db/src/executions/, outbox.ts, janitor.ts,
  * files.ts, accounts.ts): random command sequences run against the real repository functions on
  * a real database and against a small in-memory model; after every command the balances, the
  * month's cap counter and usage, statuses, charges, leases and their deadlines, claims and

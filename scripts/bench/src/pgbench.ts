@@ -8,7 +8,7 @@ import { runProgram } from './procs';
 
 /**
  * The database ceiling for B3/B4: pgbench running the submit transaction of
- * libs/db/src/executions.ts submitExecution, the same single statement (the conditional
+ * libs/db/src/executions/submit.ts submitExecution, the same single statement (the conditional
  * balance UPDATE, the execution, its outbox row and the journal entries), on a
  * scratch database cloned from the same migrated template, over TCP with prepared
  * statements (-M prepared), as the service runs them (libs/db/src/prepared.ts). Hazard: if submitExecution changes, this script must
