@@ -317,7 +317,17 @@ export class StepEngine {
     const controller = new AbortController();
     const onShutdown = () => controller.abort(new ShuttingDown());
     this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
-    const deadline = setTimeout(() => controller.abort(new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`)), timeoutMs);
+    // A provider reference this step has (recorded now or on an earlier run): past it, the
+    // provider has the job, may finish it and bill for it.
+    let providerRef = resumed?.externalRef ?? null;
+    const deadline = setTimeout(() => {
+      controller.abort(
+        providerRef === null
+          ? new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`)
+          // not a zero-charge failure: the job may have run and cost money; an operator decides
+          : new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`),
+      );
+    }, timeoutMs);
     // Keep the lease alive while the step runs; losing it aborts the step.
     const renew = setInterval(
       () => {
@@ -343,6 +353,7 @@ export class StepEngine {
           if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
             throw new LeaseLost();
           }
+          providerRef = ref;
         },
         prices,
         get workDir() {

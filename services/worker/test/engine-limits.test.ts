@@ -183,3 +183,31 @@ it("a long execution's message is acked after earlyAckAfterMs while it runs on, 
     expect(settled).toEqual(ms === 1_000 ? ['ack after 0 steps'] : []);
   }
 });
+
+it('a provider step that times out after its job was created goes to needs_review with the money held, not failed at zero', async () => {
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const external: ToolDefinition = { ...manySteps, name: 'test.external', plan: () => [{ name: 'generate', external: true, timeoutMs: 300 }], maximumCharge: () => 4_000 };
+  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.external': { models: { sleep: { unitPriceMicros: 4_000, minimumMicros: 0 } } } } });
+  // created at the provider (its reference recorded), then no answer before the step's deadline
+  const hangs = (created: boolean): ToolRunner => ({
+    runStep: async (ctx) => {
+      if (created) await ctx.recordExternalRef('job-123');
+      await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }));
+      return { costMicros: 0 };
+    },
+  });
+  for (const created of [true, false]) {
+    const id = newId('exe');
+    await submitExecution(db, {
+      id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.external', model: 'sleep', category: 'test', arguments: {}, priceVersion,
+      totalSteps: 1, reservedMicros: 4_000, idempotencyKey: `external-${created}`, requestDigest: 'x', routingKey: 'test', dispatchDeadlineMs: 60_000,
+    });
+    expect(await engineFor(external, hangs(created), store).handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+    const e = await getExecutionById(db, id);
+    expect(e).toMatchObject(created
+      ? { status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0 } // reservation held for the operator
+      : { status: 'failed', errorCode: 'step_timeout', chargedMicros: 0 }); // nothing was sent: nothing can have cost money
+  }
+  const held = await db('projects').where({ id: p.projectId }).first();
+  expect(held.reserved_micros).toBe(4_000);
+});
