@@ -4,3 +4,4 @@ export * from './logs';
 export * from './seed';
 export * from './openapi';
 export * from './processes';
+export * from './tcp-relay';

@@ -1,7 +1,6 @@
-import net from 'node:net';
 import type { Knex } from 'knex';
 import { createDb, revokeApiKey } from '@tes/db';
-import { addKey, createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { addKey, createTestDatabase, seedProject, startTcpRelay, type TestDatabase } from '@tes/testing';
 import { KeyCache } from '../src/auth';
 
 /**
@@ -23,52 +22,22 @@ afterAll(async () => {
   await database?.drop();
 });
 
-async function answerHoldingRelay(): Promise<{ url: string; hold: (on: boolean) => void; close: () => Promise<void> }> {
-  const target = new URL(database.url);
-  const upstreams = new Set<net.Socket>();
-  const clients = new Set<net.Socket>();
-  let held = false;
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
-    upstreams.add(upstream);
-    clients.add(client);
-    for (const s of [client, upstream]) s.on('error', () => undefined);
-    client.on('close', () => { clients.delete(client); upstream.destroy(); });
-    upstream.on('close', () => { upstreams.delete(upstream); client.destroy(); });
-    client.pipe(upstream);
-    upstream.pipe(client);
-    if (held) upstream.pause();
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const url = new URL(database.url);
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    hold: (on) => {
-      held = on;
-      for (const u of upstreams) if (on) u.pause(); else u.resume();
-    },
-    close: () => new Promise<void>((r) => { for (const c of clients) c.destroy(); server.close(() => r()); }),
-  };
-}
-
 it('a row read before a revocation is not cached when its answer arrives after the revocation was announced', async () => {
   const p = await seedProject(db);
   const key = await addKey(db, p.projectId);
   const lookupId = key.secret.slice(4, 12);
-  const relay = await answerHoldingRelay();
+  const relay = await startTcpRelay(database.url, 5432);
   const viaRelay = createDb({ url: relay.url, poolMax: 1 });
   try {
     await viaRelay.raw('select 1'); // the pool's connection is open before the answers are held
     const cache = new KeyCache(viaRelay, 5_000);
     cache.listening = true;
-    relay.hold(true);
+    relay.holdAnswers(true);
     const inFlight = cache.find(lookupId); // read (and answered by Postgres) before the revocation
     await new Promise((r) => setTimeout(r, 200));
     await revokeApiKey(db, key.id);
     cache.forget(lookupId); // the revocation's notification
-    relay.hold(false);
+    relay.holdAnswers(false);
     expect((await inFlight)?.revokedAt).toBeNull(); // the stale answer itself
     expect((await cache.find(lookupId))?.revokedAt).not.toBeNull(); // but it was not cached
   } finally {

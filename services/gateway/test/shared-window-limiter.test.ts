@@ -1,7 +1,6 @@
-import net from 'node:net';
 import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
-import { createTestDatabase, type TestDatabase } from '@tes/testing';
+import { createTestDatabase, startTcpRelay, type TestDatabase } from '@tes/testing';
 import { SharedWindowLimiter } from '../src/shared-window-limiter';
 
 /**
@@ -130,44 +129,9 @@ it('when the database cannot answer, an in-memory limiter with the same policy d
   }
 });
 
-/** A TCP relay to the test database that can be cut: the database "goes away" for the client. */
-async function cuttableRelay(): Promise<{ url: string; cut: () => Promise<void>; restore: () => Promise<void> }> {
-  const target = new URL(database.url);
-  const sockets = new Set<net.Socket>();
-  let server = net.createServer();
-  const listen = async (port: number) => {
-    server = net.createServer((client) => {
-      const upstream = net.connect(Number(target.port || 5432), target.hostname);
-      for (const s of [client, upstream]) {
-        sockets.add(s);
-        s.on('close', () => sockets.delete(s));
-        s.on('error', () => undefined);
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
-    return (server.address() as net.AddressInfo).port;
-  };
-  const port = await listen(0);
-  const url = new URL(database.url);
-  url.hostname = '127.0.0.1';
-  url.port = String(port);
-  return {
-    url: url.toString(),
-    cut: async () => {
-      await new Promise<void>((r) => {
-        server.close(() => r());
-        for (const s of sockets) s.destroy();
-      });
-    },
-    restore: async () => {
-      await listen(port);
-    },
-  };
-}
 
 it('while the shared counter is unreachable a used-up key stays refused, other keys use the stand-in, and a probe brings the counter back', async () => {
-  const relay = await cuttableRelay();
+  const relay = await startTcpRelay(database.url, 5432);
   const viaRelay = createDb({ url: relay.url, poolMax: 2 });
   const events: string[] = [];
   let clock = Date.now();
@@ -211,7 +175,7 @@ it('while the shared counter is unreachable a used-up key stays refused, other k
 });
 
 it('while the counter is unreachable, a key this replica holds a window for gets no more than the counter had left', async () => {
-  const relay = await cuttableRelay();
+  const relay = await startTcpRelay(database.url, 5432);
   const viaRelay = createDb({ url: relay.url, poolMax: 2 });
   try {
     const limiter = new SharedWindowLimiter(viaRelay, { points: 10, windowSeconds: 60, keyPrefix: 'key', maxLease: 1 });

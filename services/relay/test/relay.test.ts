@@ -1,11 +1,10 @@
-import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { newId } from '@tes/core';
 import { createDb, publishPrices, submitExecution } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, deleteTopology, topologyNames, topologySetup } from '@tes/messaging';
 import { createMetrics, createNullLogger } from '@tes/observability';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { createTestDatabase, seedProject, startTcpRelay, type TestDatabase } from '@tes/testing';
 import { Relay } from '../src/relay';
 
 /**
@@ -38,34 +37,6 @@ afterAll(async () => {
   await database?.drop();
 });
 
-/** A TCP relay to RabbitMQ whose client→broker direction can be held (bytes wait, nothing is lost). */
-async function holdableProxy(): Promise<{ url: string; hold: (on: boolean) => void; close: () => Promise<void> }> {
-  const clients = new Set<net.Socket>();
-  let held = false;
-  const server = net.createServer((client) => {
-    const upstream = net.connect(Number(AMQP.port || 5672), AMQP.hostname);
-    clients.add(client);
-    for (const s of [client, upstream]) s.on('error', () => undefined);
-    client.on('close', () => { clients.delete(client); upstream.destroy(); });
-    upstream.on('close', () => client.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
-    if (held) client.pause();
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const url = new URL(AMQP.toString());
-  url.hostname = '127.0.0.1';
-  url.port = String((server.address() as net.AddressInfo).port);
-  return {
-    url: url.toString(),
-    hold: (on) => {
-      held = on;
-      for (const c of clients) if (on) c.pause(); else c.resume();
-    },
-    close: () => new Promise<void>((r) => { for (const c of clients) c.destroy(); server.close(() => r()); }),
-  };
-}
-
 it('an unconfirmed publish times out, the pass ends, and the row is published once the broker answers', async () => {
   const p = await seedProject(db, { creditMicros: 1_000 });
   const { priceVersion } = await publishPrices(db, { relay: 1 });
@@ -74,7 +45,7 @@ it('an unconfirmed publish times out, the pass ends, and the row is published on
     id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'default', category: 'test', arguments: {}, priceVersion,
     totalSteps: 1, reservedMicros: 100, idempotencyKey: 'relay-1', requestDigest: 'd', routingKey: 'test', dispatchDeadlineMs: 60_000,
   });
-  const proxy = await holdableProxy();
+  const proxy = await startTcpRelay(AMQP.toString(), 5672);
   const amqp = new AmqpClient({ url: proxy.url, logger, name: 'test-relay' });
   await amqp.addSetup(topologySetup(names, ['test']));
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
@@ -85,7 +56,7 @@ it('an unconfirmed publish times out, the pass ends, and the row is published on
     deleteObject: async () => undefined, janitorIntervalMs: 60_000, publishTimeoutMs: 300,
   });
   try {
-    proxy.hold(true);
+    proxy.holdRequests(true);
     const started = Date.now();
     expect(await relay.tick()).toMatchObject({ published: 0 });
     expect(Date.now() - started).toBeLessThan(3_000);
@@ -93,7 +64,7 @@ it('an unconfirmed publish times out, the pass ends, and the row is published on
     expect(row).toMatchObject({ published_at: null, attempts: 1 });
     expect(row.last_error).toMatch(/not confirmed within 300 ms/);
 
-    proxy.hold(false);
+    proxy.holdRequests(false);
     expect(await relay.tick()).toMatchObject({ published: 1 });
     expect((await db('outbox').where({ execution_id: id }).first()).published_at).not.toBeNull();
   } finally {
