@@ -36,7 +36,7 @@ export interface FakeProviders {
   stop(): Promise<void>;
 }
 
-type ReadPoint = 'status' | 'result' | 'file';
+type ReadPoint = 'status' | 'result' | 'file' | 'cancel';
 
 interface Job {
   id: string;
@@ -46,6 +46,10 @@ interface Job {
   kind: 'image' | 'video';
   /** When each read point's outage began (its first request). */
   outageFrom: Partial<Record<ReadPoint, number>>;
+  /** Cancelled by the client: it reports so and bills no further. */
+  cancelled?: boolean;
+  /** Finished as the cancel arrived ([completes-on-cancel]): the cancel is too late. */
+  completedLate?: boolean;
 }
 
 export async function startFakeProviders(): Promise<FakeProviders> {
@@ -93,8 +97,10 @@ export async function startFakeProviders(): Promise<FakeProviders> {
   }
 
   /** Advances a job by one poll: 'running' | 'done' | 'failed'. */
-  function step(job: Job): 'running' | 'done' | 'failed' {
+  function step(job: Job): 'running' | 'done' | 'failed' | 'cancelled' {
     job.polls++;
+    if (job.cancelled) return 'cancelled';
+    if (job.completedLate) return 'done';
     if (tag(job.prompt, 'fail')) return 'failed';
     if (tag(job.prompt, 'never')) return 'running';
     return job.polls > pollsNeeded(job.prompt) ? 'done' : 'running';
@@ -139,11 +145,34 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         const s = step(job);
         if (s === 'running') return send(res, 200, { id: m[1], status: 'processing', output: null, error: null });
         if (s === 'failed') return send(res, 200, { id: m[1], status: 'failed', output: null, error: 'CUDA out of memory' });
+        if (s === 'cancelled') return send(res, 200, { id: m[1], status: 'canceled', output: null, error: null });
         const urls = Array.from({ length: job.count }, (_, i) => fileUrl(job, i));
         return send(res, 200, { id: m[1], status: 'succeeded', output: job.kind === 'video' ? urls[0] : urls, error: null, metrics: { predict_time: 1.2 } });
       }
     }
+    // Replicate: cancel (POST /predictions/{id}/cancel answers the prediction)
+    if (req.method === 'POST' && (m = /^\/replicate\/v1\/predictions\/([^/]+)\/cancel$/.exec(path))) {
+      if (req.headers.authorization !== 'Bearer test-replicate') return send(res, 401, { detail: 'Unauthenticated' });
+      const job = jobs.get(m[1] as string);
+      if (!job) return send(res, 404, { detail: 'Not found' });
+      if (outage(job, 'cancel', req, res)) return;
+      if (tag(job.prompt, 'completes-on-cancel')) job.completedLate = true;
+      else job.cancelled = true;
+      return send(res, 200, { id: job.id, status: job.completedLate ? 'succeeded' : 'canceled', output: null, error: null });
+    }
     // fal
+    if (req.method === 'PUT' && (m = /^\/fal\/fal-ai\/(flux|kling-video)\/requests\/([^/]+)\/cancel$/.exec(path))) {
+      if (req.headers.authorization !== 'Key test-fal') return send(res, 401, { detail: 'Unauthorized' });
+      const job = jobs.get(m[2] as string);
+      if (!job) return send(res, 404, { detail: 'Request not found' });
+      if (outage(job, 'cancel', req, res)) return;
+      if (tag(job.prompt, 'completes-on-cancel')) {
+        job.completedLate = true;
+        return send(res, 400, { status: 'ALREADY_COMPLETED' }, { 'X-Fal-Request-Id': job.id });
+      }
+      job.cancelled = true;
+      return send(res, 202, { status: 'CANCELLATION_REQUESTED' }, { 'X-Fal-Request-Id': job.id });
+    }
     if (path.startsWith('/fal/')) {
       if (req.headers.authorization !== 'Key test-fal') return send(res, 401, { detail: 'Unauthorized' });
       if (req.method === 'POST' && (path === '/fal/fal-ai/flux/schnell' || path === '/fal/fal-ai/kling-video/v1/standard/text-to-video')) {

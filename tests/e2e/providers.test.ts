@@ -41,7 +41,7 @@ async function submit(secret: string, tool: string, args: Record<string, unknown
 }
 
 function creates(prompt: string) {
-  return fake.requests.filter((r) => r.method === 'POST' && JSON.stringify(r.body).includes(prompt));
+  return fake.requests.filter((r) => r.method === 'POST' && (JSON.stringify(r.body) ?? '').includes(prompt));
 }
 
 describe('catalog', () => {
@@ -121,11 +121,26 @@ describe('image.generate', () => {
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000, reserved: 0 });
   });
 
-  it('a job that never finishes fails with provider_timeout at the job deadline', async () => {
+  it('a job that never finishes is cancelled at the job deadline, then fails with provider_timeout', async () => {
     const p = await stack.seed({ creditMicros: 100_000 });
-    const id = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'stuck [never]' });
-    const done = await waitForExecution(stack, p.secret, id, undefined, 20_000);
-    expect(done).toMatchObject({ status: 'failed', errorCode: 'provider_timeout', chargedMicros: 0 });
+    const ids = await Promise.all(['replicate/flux-schnell', 'fal/flux-schnell'].map((model) => submit(p.secret, 'image.generate', { model, prompt: `stuck ${model} [never]` })));
+    for (const id of ids) {
+      const done = await waitForExecution(stack, p.secret, id, undefined, 25_000);
+      expect(done).toMatchObject({ status: 'failed', errorCode: 'provider_timeout', chargedMicros: 0 });
+    }
+    // left running, the job could finish and be billed while the caller pays nothing: it was cancelled
+    expect(fake.requests.filter((r) => r.path.endsWith('/cancel') && r.method === 'POST' && r.path.startsWith('/replicate/'))).toHaveLength(1);
+    expect(fake.requests.filter((r) => r.path.endsWith('/cancel') && r.method === 'PUT' && r.path.startsWith('/fal/'))).toHaveLength(1);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000, reserved: 0 });
+  });
+
+  it('a job that ended just as it was cancelled delivers its result; a cancel that gets no answer leaves the outcome to an operator', async () => {
+    const p = await stack.seed({ creditMicros: 100_000 });
+    const late = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'just in time [never] [completes-on-cancel]' });
+    const unanswered = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'cancel lost [never] [cancel-500:forever]' });
+    expect(await waitForExecution(stack, p.secret, late, undefined, 25_000)).toMatchObject({ status: 'succeeded', chargedMicros: 4_000 });
+    expect(await waitForExecution(stack, p.secret, unanswered, undefined, 25_000)).toMatchObject({ status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0 });
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 4_000 - 4_000, reserved: 4_000 });
   });
 
   it('an unanswered create (500, or a dropped connection) ends in needs_review with the reservation held, never a second request', async () => {

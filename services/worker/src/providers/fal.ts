@@ -68,6 +68,29 @@ export async function falPoll(
   return { done: true, outputs: urls.map((url) => ({ url })) };
 }
 
+/**
+ * Cancels a queued request past its deadline: PUT {queue}/{app}/requests/{id}/cancel answers
+ * 202 CANCELLATION_REQUESTED, or 400 ALREADY_COMPLETED when it had ended (the next poll tells
+ * how). Anything else is no answer (ReadFailed after the read's retries).
+ */
+export async function falCancel(ctx: ProviderContext, modelId: string, requestId: string): Promise<'cancelled' | 'finished'> {
+  const url = `${ctx.baseUrls.fal}/${appOf(modelId)}/requests/${encodeURIComponent(requestId)}/cancel`;
+  return read(async () => {
+    const res = await ctx.http.request('PUT', url, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
+    const text = res.body.toString('utf8');
+    const status = (() => {
+      try {
+        return (JSON.parse(text) as { status?: unknown } | null)?.status;
+      } catch {
+        return undefined;
+      }
+    })();
+    if (res.status >= 200 && res.status < 300 && status === 'CANCELLATION_REQUESTED') return 'cancelled' as const;
+    if (res.status === 400 && status === 'ALREADY_COMPLETED') return 'finished' as const;
+    throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
+  }, ctx.signal);
+}
+
 function errorDetail(body: string): string {
   try {
     const detail = (JSON.parse(body) as { detail?: unknown } | null)?.detail;

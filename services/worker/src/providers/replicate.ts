@@ -49,3 +49,27 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
       throw new ReadFailed(`Replicate answered an unknown prediction status ${JSON.stringify(String(p?.status)).slice(0, 60)}`);
   }
 }
+
+/**
+ * Cancels a prediction past its deadline (POST /predictions/{id}/cancel answers the prediction).
+ * 'cancelled': Replicate took the cancel (it stops and bills no further); 'finished': it had
+ * already ended, and the next poll tells how. No answer: ReadFailed, like any read.
+ */
+export async function replicateCancel(ctx: ProviderContext, id: string): Promise<'cancelled' | 'finished'> {
+  const p = await read(
+    () => ctx.http.json<Prediction | null>('POST', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}/cancel`, { headers: auth(ctx, 'read'), signal: ctx.signal }),
+    ctx.signal,
+  );
+  switch (p?.status) {
+    case 'starting':
+    case 'processing':
+    case 'canceled':
+      return 'cancelled';
+    case 'succeeded':
+    case 'failed':
+    case 'aborted':
+      return 'finished';
+    default:
+      throw new ReadFailed(`Replicate answered a cancel with an unknown status ${JSON.stringify(String(p?.status)).slice(0, 60)}`);
+  }
+}

@@ -6,7 +6,13 @@ import { OutcomeUnknown, type StepContext, type StepWait } from '../runner';
 
 /** How a hosted model is driven: a queued job (create, then poll) or one synchronous call. */
 export type HostedModel<Args> =
-  | { kind: 'job'; create(p: ProviderContext, args: Args): Promise<string>; poll(p: ProviderContext, ref: string, args: Args): Promise<PollResult> }
+  | {
+      kind: 'job';
+      create(p: ProviderContext, args: Args): Promise<string>;
+      poll(p: ProviderContext, ref: string, args: Args): Promise<PollResult>;
+      /** Stops the job at its deadline: 'cancelled' (taken), 'finished' (it had ended: poll again). */
+      cancel(p: ProviderContext, ref: string, args: Args): Promise<'cancelled' | 'finished'>;
+    }
   | { kind: 'call'; call(p: ProviderContext, args: Args): Promise<ProviderOutput[]> };
 
 /** Which of the provider's output files the tool keeps, and how large one may be. */
@@ -80,7 +86,17 @@ async function recheck<Args>(
     if ('failed' in result) throw new StepError('provider_error', result.failed);
     if (result.done) return await fetchAll(p, result.outputs, limits);
     if (Date.now() > deadline) {
-      throw new StepError('provider_timeout', `the provider job did not finish within ${Math.round(ctx.providers.jobTimeoutMs / 1000)} s`);
+      // Past its deadline the job is cancelled before the step fails: left running, it could
+      // finish and be billed while the caller is charged nothing. If the provider says it had
+      // ended meanwhile, its outcome counts; if the cancel gets no answer, the outcome is
+      // unknown (the catch below: needs_review).
+      if ((await model.cancel(p, ref, args)) === 'finished') {
+        const ended = await model.poll(p, ref, args);
+        if ('failed' in ended) throw new StepError('provider_error', ended.failed);
+        if (ended.done) return await fetchAll(p, ended.outputs, limits);
+        throw new ReadFailed('the provider said the job had ended, then reported it running');
+      }
+      throw new StepError('provider_timeout', `the provider job did not finish within ${Math.round(ctx.providers.jobTimeoutMs / 1000)} s and was cancelled`);
     }
     // Reads work again: back to a read on every re-check.
     if (job.failedReads) await ctx.recordExternalRef(ref, { submittedAt: job.submittedAt } satisfies JobCheckpoint);

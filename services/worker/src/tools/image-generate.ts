@@ -1,9 +1,9 @@
 import sharp from 'sharp';
 import { IMAGE_GENERATE_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { falCreate, falPoll } from '../providers/fal';
+import { falCancel, falCreate, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
-import { replicateCreate, replicatePoll } from '../providers/replicate';
+import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
 import type { ToolRunner } from '../runner';
 import { runModel, type HostedModel } from './generate';
 
@@ -30,6 +30,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
         ...(a.seed !== undefined ? { seed: a.seed } : {}),
       }),
     poll: (p, ref) => replicatePoll(p, ref),
+    cancel: (p, ref) => replicateCancel(p, ref),
   },
   'fal/flux-schnell': {
     kind: 'job',
@@ -48,6 +49,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
       falPoll(p, 'fal-ai/flux/schnell', ref, (r) =>
         (Array.isArray(r.images) ? r.images : []).map((i) => (i as { url?: unknown }).url).filter((u): u is string => typeof u === 'string'),
       ),
+    cancel: (p, ref) => falCancel(p, 'fal-ai/flux/schnell', ref),
   },
   'openai/gpt-image-1': {
     kind: 'call',

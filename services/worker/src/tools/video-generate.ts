@@ -3,8 +3,8 @@ import path from 'node:path';
 import { VIDEO_GENERATE_LIMITS } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
-import { falCreate, falPoll } from '../providers/fal';
-import { replicateCreate, replicatePoll } from '../providers/replicate';
+import { falCancel, falCreate, falPoll } from '../providers/fal';
+import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
 import type { ToolRunner } from '../runner';
 import { runModel, type HostedModel } from './generate';
 
@@ -22,6 +22,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
     kind: 'job',
     create: (p, a) => replicateCreate(p, 'kwaivgi/kling-v1.6-standard', { prompt: a.prompt, duration: a.durationSeconds, aspect_ratio: a.aspectRatio }),
     poll: (p, ref) => replicatePoll(p, ref),
+    cancel: (p, ref) => replicateCancel(p, ref),
   },
   'fal/kling-video-v1-standard': {
     kind: 'job',
@@ -31,6 +32,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
         const url = (r.video as { url?: unknown } | undefined)?.url;
         return typeof url === 'string' ? [url] : [];
       }),
+    cancel: (p, ref) => falCancel(p, FAL_MODEL, ref),
   },
 };
 
