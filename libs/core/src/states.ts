@@ -46,3 +46,6 @@ export function statesThatMoveTo(to: ExecutionStatus): ExecutionStatus[] {
 
 /** An execution has at most this many steps (service-spec.md §2). */
 export const MAX_STEPS = 20;
+
+/** How long uploads and artifacts are kept (api-contract.md: 30 days), from their creation. */
+export const RETENTION_MS = 30 * 24 * 3600 * 1000;

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Catalog, PriceList } from '@tes/catalog';
-import { isAppError, MAX_STEPS, newId, sha256Hex, StepError } from '@tes/core';
+import { isAppError, MAX_STEPS, newId, RETENTION_MS, sha256Hex, StepError } from '@tes/core';
 import {
   claimExecution,
   getSteps,
@@ -33,7 +33,6 @@ import { SharpSandbox } from './media/sharp-sandbox';
 import type { ProviderSetup } from './providers/common';
 import { isWait, OutcomeUnknown, type InputFile, type StepOutcome, type StepResult, type ToolRunner } from './runner';
 
-export const ARTIFACT_RETENTION_MS = 30 * 24 * 3600 * 1000;
 const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
 
 export interface EngineDeps {
@@ -428,7 +427,7 @@ export class StepEngine {
         sha256: sha256Hex(f.body),
         storageKey: key,
         fileName: `${e.id}-${index}.${f.format}`,
-        expiresAt: new Date(Date.now() + ARTIFACT_RETENTION_MS),
+        expiresAt: new Date(Date.now() + RETENTION_MS),
       });
     }
   }

@@ -1,5 +1,5 @@
 import express, { Router, type NextFunction, type Request, type Response } from 'express';
-import { AppError, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
+import { AppError, RETENTION_MS, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
 import { recordUpload } from '@tes/db';
 import { uploadKey } from '@tes/storage';
 import { authOf, requireScope } from '../auth';
@@ -10,7 +10,6 @@ import { checkStorable } from '../body-checks';
 export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
 /** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
 export const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
-export const UPLOAD_RETENTION_MS = 30 * 24 * 3600 * 1000;
 
 const checkUploadBody = compileCheck<{ mimeType: string; data: string }>({
   type: 'object',
@@ -161,7 +160,7 @@ export function uploadRoutes(deps: GatewayDeps): Router {
       mimeType,
       sizeBytes: bytes.length,
       storageKey: key,
-      retentionMs: UPLOAD_RETENTION_MS,
+      retentionMs: RETENTION_MS,
     });
     // A revived record (its deadline had passed) may have raced the janitor, which deletes
     // the object under the row lock our revive waited on: write the object once more.
