@@ -38,7 +38,7 @@ function refusalFor(err: NodeJS.ErrnoException): Refusal {
 }
 
 /** The complete error response, as the envelope, with the headers every answer carries. */
-function errorResponse(status: number, code: ErrorCode, details: Record<string, unknown>): { head: Record<string, string>; body: string; requestId: string } {
+function errorResponse(code: ErrorCode, details: Record<string, unknown>): { head: Record<string, string>; body: string; requestId: string } {
   const requestId = randomUUID(); // the request's own X-Request-Id was never parsed
   const body = JSON.stringify({ error: { status: httpFor(code).status, message: code, details } });
   return {
@@ -72,7 +72,7 @@ export function answerClientError(logger: Logger): (err: NodeJS.ErrnoException, 
       return;
     }
     const refusal = refusalFor(err);
-    const { head, body, requestId } = errorResponse(refusal.http, refusal.code, { reason: refusal.reason, ...(err.code ? { parserError: err.code } : {}) });
+    const { head, body, requestId } = errorResponse(refusal.code, { reason: refusal.reason, ...(err.code ? { parserError: err.code } : {}) });
     const lines = Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('');
     // end(), not destroy(): closing with unread bytes in the receive buffer sends a reset,
     // which can discard the answer before the client reads it. The bytes still arriving are
@@ -90,7 +90,7 @@ export function answerClientError(logger: Logger): (err: NodeJS.ErrnoException, 
  */
 export function answerUnmetExpectation(logger: Logger): (req: http.IncomingMessage, res: http.ServerResponse) => void {
   return (req, res) => {
-    const { head, body, requestId } = errorResponse(417, 'invalid_request', { reason: 'only Expect: 100-continue is supported' });
+    const { head, body, requestId } = errorResponse('invalid_request', { reason: 'only Expect: 100-continue is supported' });
     res.writeHead(417, head).end(body);
     logger.log('http', 'gateway.http.refused', { requestId, status: 417, reason: 'expectation', method: req.method });
   };
