@@ -100,6 +100,8 @@ export function toolRoutes(deps: GatewayDeps): Router {
     }
 
     const routingKey = deps.routingKeyFor(input.tool.category);
+    // a crash here: nothing was written, the resend creates the execution
+    crashPoint('gateway.submit.before_write');
     const result = await submitExecution(db, {
       id: newId('exe'),
       projectId: auth.projectId,
@@ -116,7 +118,7 @@ export function toolRoutes(deps: GatewayDeps): Router {
       routingKey,
       fileIds: (input.tool.inputFiles?.(input.arguments) ?? []).map((ref) => ref.fileId),
       dispatchDeadlineMs: deps.config.dispatchDeadlineMs,
-    }, { beforeWrite: () => crashPoint('gateway.submit.before_write') });
+    });
     crashPoint('gateway.submit.after_commit');
     if (result.kind === 'existing') return replay(deps, res, result.execution, auth.keyId, requestDigest);
 
