@@ -26,7 +26,7 @@ it('a resend that a check refuses waits for its in-flight original and replays i
   const created = await submitExecution(trx, {
     id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'sleep', category: 'test', arguments: args,
     priceVersion: v1.version, totalSteps: 1, reservedMicros: 100, idempotencyKey: key, requestDigest: sha256Hex(canonicalJson(body)),
-    routingKey: 'test', dispatchDeadlineMs: 60_000,
+    dispatchDeadlineMs: 60_000,
   });
   expect(created.kind).toBe('created');
   // The prices change while it is in flight.
@@ -56,7 +56,7 @@ it('an original whose statement comes after a price change is refused by the dat
   await expect(submitExecution(stack.db, {
     id: newId('exe'), projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'sleep', category: 'test', arguments: args,
     priceVersion: stale, totalSteps: 1, reservedMicros: 100, idempotencyKey: 'race-late-1', requestDigest: sha256Hex(canonicalJson(body)),
-    routingKey: 'test', dispatchDeadlineMs: 60_000,
+    dispatchDeadlineMs: 60_000,
   })).rejects.toMatchObject({ code: 'price_version_mismatch' });
   expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 10_000, reserved: 0 });
   expect(await stack.db('executions').where({ project_id: p.projectId })).toHaveLength(0);

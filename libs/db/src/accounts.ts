@@ -100,7 +100,7 @@ export async function createApiKey(
     expires_at: input.expiresAt ?? null,
   });
   // gateways that cached "no key has this lookup id" forget it now
-  await db.raw('SELECT pg_notify(?, ?)', [KEY_CHANGES_CHANNEL, input.lookupId]);
+  await db.raw('SELECT pg_notify(:channel, :lookupId)', { channel: KEY_CHANGES_CHANNEL, lookupId: input.lookupId });
   return { id, secret: input.secret };
 }
 
@@ -135,10 +135,10 @@ export const KEY_CHANGES_CHANNEL = 'tes_api_keys';
 export async function revokeApiKey(db: Knex, keyId: string): Promise<{ id: string; revokedAt: string } | null> {
   const res = await db.raw<{ rows: { id: string; revoked_at: Date }[] }>(
     `WITH k AS (
-       UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = ? RETURNING id, revoked_at, lookup_id
+       UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = :keyId RETURNING id, revoked_at, lookup_id
      )
-     SELECT k.id, k.revoked_at, pg_notify(?, k.lookup_id) FROM k`,
-    [keyId, KEY_CHANGES_CHANNEL],
+     SELECT k.id, k.revoked_at, pg_notify(:channel, k.lookup_id) FROM k`,
+    { keyId, channel: KEY_CHANGES_CHANNEL },
   );
   const row = res.rows[0];
   return row ? { id: row.id, revokedAt: iso(row.revoked_at) as string } : null;

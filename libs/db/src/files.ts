@@ -42,12 +42,12 @@ export async function recordUpload(
 ): Promise<{ file: FileRecord; state: 'created' | 'revived' | 'existing' }> {
   const inserted = await db.raw<{ rows: unknown[] }>(
     `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, expires_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, tes_now() + (?::bigint * interval '1 millisecond'))
+     VALUES (:id, :projectId, :sha256, :format, :mimeType, :sizeBytes, :storageKey, tes_now() + (:retentionMs::bigint * interval '1 millisecond'))
      ON CONFLICT (project_id, sha256) DO UPDATE
         SET expires_at = excluded.expires_at, deleted_at = NULL
       WHERE files.expires_at <= tes_now() OR files.deleted_at IS NOT NULL
      RETURNING ${FILE_COLUMNS.join(', ')}, (xmax = 0) AS created`,
-    [newId('file'), input.projectId, input.sha256, input.format, input.mimeType, input.sizeBytes, input.storageKey, input.retentionMs],
+    { id: newId('file'), ...input },
   );
   // xmax = 0 tells a fresh insert from the conflict update that revived an expired row.
   const row = inserted.rows[0] as { created: boolean } | undefined;
@@ -63,9 +63,9 @@ export async function recordUpload(
 export async function getExecutionInputFile(db: Knex, projectId: string, executionId: string, id: string): Promise<FileRecord | null> {
   const res = await db.raw<{ rows: unknown[] }>(
     `SELECT ${FILE_COLUMNS.join(', ')} FROM files f
-      WHERE f.id = ? AND f.project_id = ? AND f.deleted_at IS NULL
-        AND (f.expires_at > tes_now() OR EXISTS (SELECT 1 FROM execution_files ef WHERE ef.execution_id = ? AND ef.file_id = f.id))`,
-    [id, projectId, executionId],
+      WHERE f.id = :id AND f.project_id = :projectId AND f.deleted_at IS NULL
+        AND (f.expires_at > tes_now() OR EXISTS (SELECT 1 FROM execution_files ef WHERE ef.execution_id = :executionId AND ef.file_id = f.id))`,
+    { id, projectId, executionId },
   );
   return res.rows[0] ? toFile(res.rows[0]) : null;
 }

@@ -11,4 +11,5 @@ export * from './usage';
 export { MIGRATIONS } from './migrations';
 export * from './files';
 export * from './janitor';
+export * from './rate-limits';
 export * from './key-changes';

@@ -32,14 +32,14 @@ export async function sweepExpired(
     const res = await trx.raw<{ rows: { id: string; storage_key: string }[] }>(
       `SELECT id, storage_key FROM ${table} t
         WHERE deleted_at IS NULL AND expires_at < tes_now() ${inUse('t')}
-        ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
-      [limit],
+        ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`,
+      { limit },
     );
     let rows = res.rows;
     if (table === 'files' && rows.length > 0) {
       const still = await trx.raw<{ rows: { id: string }[] }>(
-        `SELECT t.id FROM files t WHERE t.id = ANY(?::text[]) ${inUse('t')}`,
-        [rows.map((r) => r.id)] as unknown as Knex.RawBinding[],
+        `SELECT t.id FROM files t WHERE t.id = ANY(:ids::text[]) ${inUse('t')}`,
+        { ids: rows.map((r) => r.id) },
       );
       const free = new Set(still.rows.map((r) => r.id));
       rows = rows.filter((r) => free.has(r.id));
@@ -57,9 +57,4 @@ export async function sweepExpired(
     if (done.length > 0) await trx(table).whereIn('id', done).update({ deleted_at: trx.fn.now() });
     return { deleted: done.length, failed };
   });
-}
-
-/** Rate-limit windows that ended over an hour ago (rate-limiter-flexible stores ms). */
-export async function deleteStaleRateLimits(db: Knex, nowMs: number = Date.now()): Promise<number> {
-  return db('rate_limits').where('expire', '<', nowMs - 3_600_000).delete();
 }

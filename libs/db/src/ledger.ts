@@ -110,9 +110,9 @@ export async function auditLedger(db: Knex): Promise<AuditReport> {
     ) j ON j.project_id = p.id
     LEFT JOIN (
       SELECT project_id, sum(reserved_micros) AS open_reserved FROM executions
-      WHERE status = ANY(?::text[]) GROUP BY project_id
+      WHERE status = ANY(:open::text[]) GROUP BY project_id
     ) e ON e.project_id = p.id`,
-    [[...open]] as unknown as Knex.RawBinding[],
+    { open: [...open] },
   );
   const totals = { creditedMicros: 0, availableMicros: 0, reservedMicros: 0, chargedMicros: 0 };
   for (const p of projects.rows) {

@@ -1,17 +1,66 @@
 import type { Knex } from 'knex';
 import { prepared } from './prepared';
 
-export interface OutboxRow {
+/**
+ * The outbox (architecture.md, paths 1 and 4): the one owner of its rows and of the message
+ * they carry. A row is written in the same statement or transaction as the state change that
+ * needs a worker to look at an execution (a submit, a hand-back by the reaper); after commit the
+ * writer publishes it (the gateway's dispatcher) and, if that does not happen, the relay's sweep
+ * does. Both publish an OutboxEntry as it was read back from its row.
+ *
+ * The broker carries nothing but "go look at execution X": a worker reads everything else from
+ * the database. A row is routed by the execution's category: the topology binds each category's
+ * work queue under its category name (libs/messaging topology.ts).
+ */
+
+/** The message body: which execution to look at (and whose, for logs). */
+export type ExecutionMessage = { executionId: string; projectId: string };
+
+/** A written outbox row, as the dispatcher and the sweep publish it. */
+export interface OutboxEntry {
   id: number;
-  projectId: string;
-  executionId: string;
   routingKey: string;
-  payload: Record<string, unknown>;
+  message: ExecutionMessage;
 }
 
-export async function markOutboxPublished(db: Knex, ids: number[]): Promise<void> {
+/**
+ * `INSERT INTO outbox` for every execution row of `source` (a CTE or table with id, project_id
+ * and category), returning what toOutboxEntry reads. The one place the message is built.
+ */
+export function insertOutboxSql(source: string): string {
+  return `INSERT INTO outbox (project_id, execution_id, routing_key, payload)
+     SELECT ${source}.project_id, ${source}.id, ${source}.category,
+            jsonb_build_object('executionId', ${source}.id, 'projectId', ${source}.project_id)
+       FROM ${source}
+     RETURNING ${OUTBOX_RETURNING}`;
+}
+
+const OUTBOX_RETURNING = 'id, routing_key, payload';
+
+export function toOutboxEntry(row: { id: number | string; routing_key: string; payload: ExecutionMessage }): OutboxEntry {
+  return { id: Number(row.id), routingKey: row.routing_key, message: row.payload };
+}
+
+/**
+ * Reads a message off the broker. Null when it names no execution (a malformed or foreign
+ * message): the consumer dead-letters it. A message without a project id (none is written so)
+ * is still honoured: the worker reads the execution from the database either way.
+ */
+export function parseExecutionMessage(payload: unknown): ExecutionMessage | null {
+  const p = payload as { executionId?: unknown; projectId?: unknown } | null | undefined;
+  if (typeof p?.executionId !== 'string') return null;
+  return { executionId: p.executionId, projectId: typeof p.projectId === 'string' ? p.projectId : '' };
+}
+
+export async function markOutboxPublished(db: Knex, ids: readonly number[]): Promise<void> {
   if (ids.length === 0) return;
-  await prepared(db, 'tes_outbox_mark', 'UPDATE outbox SET published_at = now() WHERE id = ANY(?::bigint[]) AND published_at IS NULL', [ids]);
+  await prepared(db, 'tes_outbox_mark', 'UPDATE outbox SET published_at = now() WHERE id = ANY(:ids::bigint[]) AND published_at IS NULL', { ids: [...ids] });
+}
+
+/** What a publish of some entries came to: confirmed ids, and the others with their reason. */
+export interface PublishOutcome {
+  published: number[];
+  failed: { id: number; error: string }[];
 }
 
 /**
@@ -23,19 +72,17 @@ export async function markOutboxPublished(db: Knex, ids: number[]): Promise<void
 export async function sweepOutbox(
   db: Knex,
   options: { graceMs: number; limit: number },
-  publish: (rows: OutboxRow[]) => Promise<{ published: number[]; failed: { id: number; error: string }[] }>,
+  publish: (entries: OutboxEntry[]) => Promise<PublishOutcome>,
 ): Promise<number> {
   return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: { id: number; project_id: string; execution_id: string; routing_key: string; payload: Record<string, unknown> }[] }>(
-      `SELECT id, project_id, execution_id, routing_key, payload FROM outbox
-        WHERE published_at IS NULL AND created_at < now() - (? * interval '1 millisecond')
-        ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
-      [options.graceMs, options.limit],
+    const res = await trx.raw<{ rows: { id: number; routing_key: string; payload: ExecutionMessage }[] }>(
+      `SELECT ${OUTBOX_RETURNING} FROM outbox
+        WHERE published_at IS NULL AND created_at < now() - (:graceMs * interval '1 millisecond')
+        ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED`,
+      { graceMs: options.graceMs, limit: options.limit },
     );
     if (res.rows.length === 0) return 0;
-    const { published, failed } = await publish(
-      res.rows.map((r) => ({ id: r.id, projectId: r.project_id, executionId: r.execution_id, routingKey: r.routing_key, payload: r.payload })),
-    );
+    const { published, failed } = await publish(res.rows.map(toOutboxEntry));
     if (published.length > 0) await trx('outbox').whereIn('id', published).update({ published_at: trx.fn.now(), attempts: trx.raw('attempts + 1') });
     for (const f of failed) {
       await trx('outbox').where({ id: f.id }).update({ attempts: trx.raw('attempts + 1'), last_error: f.error.slice(0, 500) });
@@ -79,14 +126,14 @@ export const MAX_REDISPATCH_MS = 30 * 60_000;
  */
 export async function reapExpiredLeases(
   db: Knex,
-  options: { limit: number; routingKeyFor: (category: string) => string; maxAttempts: number; redispatchMs: number },
+  options: { limit: number; maxAttempts: number; redispatchMs: number },
 ): Promise<{ requeued: string[]; leasesLost: string[]; exhausted: string[] }> {
   return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: { id: string; project_id: string; category: string; attempts: number; status: string; lease_owner: string | null }[] }>(
-      `SELECT id, project_id, category, attempts, status, lease_owner FROM executions
+    const res = await trx.raw<{ rows: { id: string; attempts: number; status: string; lease_owner: string | null }[] }>(
+      `SELECT id, attempts, status, lease_owner FROM executions
         WHERE status IN ('queued', 'running', 'waiting') AND lease_expires_at < tes_now()
-        ORDER BY lease_expires_at LIMIT ? FOR UPDATE SKIP LOCKED`,
-      [options.limit],
+        ORDER BY lease_expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`,
+      { limit: options.limit },
     );
     const crashed = (r: { status: string; lease_owner: string | null }) => r.status === 'running' && r.lease_owner !== null;
     const exhausted = res.rows.filter((r) => crashed(r) && r.attempts + 1 >= options.maxAttempts).map((r) => r.id);
@@ -96,23 +143,21 @@ export async function reapExpiredLeases(
     const rows = res.rows.filter((r) => !exhausted.includes(r.id));
     if (rows.length === 0) return { requeued: [], leasesLost: [], exhausted };
     const ids = rows.map((r) => r.id);
+    // The hand-back and its messages in one statement: a row handed back always has its message.
     await trx.raw(
-      `UPDATE executions
-          SET lease_owner = NULL,
-              attempts = attempts + (CASE WHEN status = 'running' AND lease_owner IS NOT NULL THEN 1 ELSE 0 END),
-              lease_expires_at = tes_now() + CASE WHEN status = 'queued'
-                THEN LEAST(GREATEST(? * interval '1 millisecond', tes_now() - created_at), ? * interval '1 millisecond')
-                ELSE ? * interval '1 millisecond' END,
-              updated_at = now()
-        WHERE id = ANY(?::text[])`,
-      [options.redispatchMs, MAX_REDISPATCH_MS, options.redispatchMs, ids] as unknown as Knex.RawBinding[],
+      `WITH h AS (
+         UPDATE executions
+            SET lease_owner = NULL,
+                attempts = attempts + (CASE WHEN status = 'running' AND lease_owner IS NOT NULL THEN 1 ELSE 0 END),
+                lease_expires_at = tes_now() + CASE WHEN status = 'queued'
+                  THEN LEAST(GREATEST(:redispatchMs * interval '1 millisecond', tes_now() - created_at), :maxRedispatchMs * interval '1 millisecond')
+                  ELSE :redispatchMs * interval '1 millisecond' END,
+                updated_at = now()
+          WHERE id = ANY(:ids::text[])
+          RETURNING id, project_id, category
+       ) ${insertOutboxSql('h')}`,
+      { redispatchMs: options.redispatchMs, maxRedispatchMs: MAX_REDISPATCH_MS, ids },
     );
-    await trx('outbox').insert(rows.map((r) => outboxEntry(r.project_id, r.id, options.routingKeyFor(r.category))));
     return { requeued: ids, leasesLost: rows.filter(crashed).map((r) => r.id), exhausted };
   });
-}
-
-/** The message that tells a worker "go look at execution X" (the broker carries nothing else). */
-export function outboxEntry(projectId: string, executionId: string, routingKey: string): { project_id: string; execution_id: string; routing_key: string; payload: string } {
-  return { project_id: projectId, execution_id: executionId, routing_key: routingKey, payload: JSON.stringify({ executionId, projectId }) };
 }

@@ -25,3 +25,21 @@ export function isConnectionError(err: unknown): boolean {
   const msg = typeof message === 'string' ? message : '';
   return /ECONNREFUSED|ECONNRESET|Connection terminated|timeout exceeded when trying to connect|Knex: Timeout acquiring/i.test(msg);
 }
+
+/**
+ * The database cannot be reached for now: connection failures, shutdown or recovery
+ * (57P01-57P03), a read-only server after a failover (25006).
+ */
+export function isUnreachableError(err: unknown): boolean {
+  return isConnectionError(err) || pgCode(err) === '25006';
+}
+
+/**
+ * The database answers but not in time: the pool's acquire timeout, too many connections
+ * (53300), a cancelled or timed-out statement (57014).
+ */
+export function isOverloadError(err: unknown): boolean {
+  if ((err as { name?: unknown } | null)?.name === 'KnexTimeoutError') return true;
+  const code = pgCode(err);
+  return code === '53300' || code === '57014';
+}

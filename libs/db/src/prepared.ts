@@ -1,5 +1,8 @@
 import type { Knex } from 'knex';
 
+/** The values of a raw statement, by name (`:name` in its SQL). */
+export type Bindings = Readonly<Knex.ValueDict>;
+
 const registered = new Map<string, string>();
 
 /**
@@ -10,10 +13,12 @@ const registered = new Map<string, string>();
  * connections that prepared the other text). Works inside a knex transaction (the statement
  * runs on its connection). A connection pooler in transaction mode must support prepared
  * statements (PgBouncer ≥ 1.21 with max_prepared_statements); session mode always does.
+ *
+ * Bindings are named (`:projectId`), one name per value however often the SQL uses it.
  */
-export function prepared<T>(db: Knex | Knex.Transaction, name: string, sql: string, bindings: readonly Knex.RawBinding[]): Promise<T> {
+export function prepared<T>(db: Knex | Knex.Transaction, name: string, sql: string, bindings: Bindings): Promise<T> {
   const known = registered.get(name);
   if (known === undefined) registered.set(name, sql);
   else if (known !== sql) throw new Error(`prepared statement ${name} is already used for another SQL text`);
-  return db.raw(sql, bindings as Knex.RawBinding[]).options({ name }) as unknown as Promise<T>;
+  return db.raw(sql, bindings as Knex.ValueDict).options({ name }) as unknown as Promise<T>;
 }

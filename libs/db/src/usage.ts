@@ -7,9 +7,9 @@ export async function countRequests(db: Knex, counts: ReadonlyMap<string, number
   const rows = [...counts].sort(([a], [b]) => a.localeCompare(b)); // a stable lock order across gateways
   await db.raw(
     `INSERT INTO usage_counters (project_id, month, request_count)
-     SELECT p, tes_month(), n FROM unnest(?::text[], ?::bigint[]) AS t(p, n)
+     SELECT p, tes_month(), n FROM unnest(:projectIds::text[], :counts::bigint[]) AS t(p, n)
      ON CONFLICT (project_id, month) DO UPDATE SET request_count = usage_counters.request_count + excluded.request_count`,
-    [rows.map(([p]) => p), rows.map(([, n]) => n)] as unknown as Knex.RawBinding[],
+    { projectIds: rows.map(([p]) => p), counts: rows.map(([, n]) => n) },
   );
 }
 

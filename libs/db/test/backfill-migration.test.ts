@@ -31,7 +31,7 @@ it('links the uploads named anywhere in open executions’ arguments, and nothin
     const id = newId('exe');
     await submitExecution(db, {
       id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'video.slideshow', model: 'ffmpeg', category: 'video', arguments: args, priceVersion,
-      totalSteps: 1, reservedMicros: 100, idempotencyKey: key, requestDigest: 'd', routingKey: 'video', dispatchDeadlineMs: 60_000,
+      totalSteps: 1, reservedMicros: 100, idempotencyKey: key, requestDigest: 'd', dispatchDeadlineMs: 60_000,
     });
     return id;
   };

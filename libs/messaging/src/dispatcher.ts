@@ -1,7 +1,50 @@
-import { crashPoint, type Logger } from '@tes/observability';
+import { crashPoint } from '@tes/lifecycle';
+import type { Logger } from '@tes/observability';
 
 export interface Publisher {
   publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void>;
+}
+
+/** An outbox row to publish (libs/db's OutboxEntry, seen from here). */
+export interface OutboxMessage {
+  id: number;
+  routingKey: string;
+  message: { executionId?: unknown };
+}
+
+/** A publish not confirmed by then counts as failed. */
+export const OUTBOX_PUBLISH_TIMEOUT_MS = 10_000;
+
+/**
+ * The one way an outbox row reaches the broker, for the gateway's dispatcher and the relay's
+ * sweep alike: confirmed publishes with the row's id as message id, each bounded by
+ * `timeoutMs`. Bounded because a blocked broker (a memory or disk alarm) never confirms: the
+ * sweep holds its rows locked meanwhile and a stopping dispatcher waits for its publishes. A
+ * publish confirmed after its timeout leaves the row unsent, so it is published again: a
+ * duplicate message is harmless (claims are fenced).
+ */
+export async function publishOutbox(
+  publisher: Publisher,
+  entries: readonly OutboxMessage[],
+  timeoutMs: number = OUTBOX_PUBLISH_TIMEOUT_MS,
+): Promise<{ published: number[]; failed: { id: number; error: string }[] }> {
+  const results = await Promise.allSettled(entries.map((e) => withTimeout(publisher.publish(e.routingKey, e.message, { messageId: `outbox-${e.id}` }), timeoutMs)));
+  const published: number[] = [];
+  const failed: { id: number; error: string }[] = [];
+  results.forEach((res, i) => {
+    const id = entries[i]!.id;
+    if (res.status === 'fulfilled') published.push(id);
+    else failed.push({ id, error: res.reason instanceof Error ? res.reason.message : String(res.reason) });
+  });
+  return { published, failed };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not confirmed within ${ms} ms`)), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -24,18 +67,20 @@ export class OutboxDispatcher {
     private readonly logger: Logger,
     private readonly onPublished: (count: number) => void = () => undefined,
     private readonly markIntervalMs = 20,
+    private readonly publishTimeoutMs = OUTBOX_PUBLISH_TIMEOUT_MS,
   ) {}
 
-  dispatch(outboxId: number, routingKey: string, payload: Record<string, unknown>): void {
+  /** Publishes the row a committed transaction wrote (off the caller's path). */
+  dispatch(entry: OutboxMessage): void {
     const run = (async () => {
-      try {
-        await this.publisher.publish(routingKey, payload, { messageId: `outbox-${outboxId}` });
-        crashPoint('outbox.after_publish');
-        this.confirmed.push(outboxId);
-        this.flushTimer ??= setTimeout(() => void this.flush(), this.markIntervalMs);
-      } catch (err) {
-        this.logger.warn('outbox.publish_deferred', { outboxId, executionId: payload.executionId, err: (err as Error).message });
+      const { published, failed } = await publishOutbox(this.publisher, [entry], this.publishTimeoutMs);
+      if (published.length === 0) {
+        this.logger.warn('outbox.publish_deferred', { outboxId: entry.id, executionId: entry.message.executionId, err: failed[0]?.error });
+        return;
       }
+      crashPoint('outbox.after_publish');
+      this.confirmed.push(entry.id);
+      this.flushTimer ??= setTimeout(() => void this.flush(), this.markIntervalMs);
     })();
     this.pending.add(run);
     void run.finally(() => this.pending.delete(run));

@@ -20,8 +20,6 @@ export interface GatewayDeps {
   usage: UsageCounter;
   logger: Logger;
   metrics: Metrics;
-  /** Broker routing key for a tool category (queue executions.<category>). */
-  routingKeyFor: (category: string) => string;
 }
 
 /** The authenticated caller, set by the auth middleware. */

@@ -4,7 +4,8 @@ import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
 import { createDb, KeyChangeListener, markOutboxPublished, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
-import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
+import { createMetrics, HealthServer, type Logger } from '@tes/observability';
 import { answerPrimary } from './cluster';
 import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
@@ -28,17 +29,26 @@ export interface GatewayOptions {
   clusterWorker?: boolean;
 }
 
-/** Builds and starts every part of the gateway from config (used by main.ts and tests). */
-export async function startGateway(config: Config, logger: Logger, options: GatewayOptions = {}): Promise<RunningGateway> {
+/** Builds and starts every part of the gateway from config (used by main.ts and tests); a start that fails stops what it started. */
+export function startGateway(config: Config, logger: Logger, options: GatewayOptions = {}): Promise<RunningGateway> {
+  return startCleanly((started) => buildGateway(config, logger, options, started), { logger, deadlineMs: config.shutdownTimeoutMs });
+}
+
+/** startGateway's body; each part joins `started` as soon as it holds something, so a failed start stops it. */
+async function buildGateway(config: Config, logger: Logger, options: GatewayOptions, started: StartedParts): Promise<RunningGateway> {
   const metrics = createMetrics('gateway');
   // Under a cluster primary, answer it from the first moment (not ready until started).
   let readiness: Array<() => Promise<boolean> | boolean> = [() => false];
   const ipc = options.clusterWorker ? answerPrimary(metrics.registry, () => readiness) : undefined;
+  if (ipc) started.add(ipc.name, () => ipc.stop());
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
+  started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
+  started.add('storage', () => store.close());
   const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-gateway' });
+  started.add('amqp', () => amqp.stop());
   // Declared here too: a message published before any worker declared its queue would
   // otherwise be routed nowhere and silently dropped.
   await amqp.addSetup(topologySetup(names, catalog.categories()));
@@ -60,10 +70,12 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
     },
     onError: (err) => logger.warn('gateway.key_changes.error', { err: err.message }),
   });
+  started.add('key-changes', () => keyChanges.stop());
   await keyChanges.start();
   const usage = new UsageCounter(db, logger, config.usageFlushIntervalMs);
   usage.start();
-  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, routingKeyFor: (c) => c });
+  started.add('usage', () => usage.stop());
+  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics });
   // Every answer carries the envelope, also those Node would write itself: requests its
   // parser refuses, an unmet Expect, and (requireHostHeader: false, app.ts answers instead)
   // an HTTP/1.1 request without Host.
@@ -74,6 +86,10 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, () => resolve());
+  });
+  started.add('http', () => {
+    server.close();
+    server.closeAllConnections();
   });
   const port = (server.address() as AddressInfo).port;
 
@@ -86,6 +102,7 @@ export async function startGateway(config: Config, logger: Logger, options: Gate
   } else {
     const server = new HealthServer({ port: config.metricsPort, registry: metrics.registry, checks });
     metricsPort = await server.start();
+    started.add('health', () => server.stop());
     health = { name: 'health', stop: () => server.stop() };
   }
   logger.info('gateway.started', { port, metricsPort, pid: process.pid });

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { LRUCache } from 'lru-cache';
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import { AppError } from '@tes/core';
-import { isConnectionError, prepared } from '@tes/db';
+import { addRateLimitPoints, isOverloadError, isUnreachableError } from '@tes/db';
 
 export interface LimitDecision {
   allowed: boolean;
@@ -66,7 +66,7 @@ function freshSlot(nextLease: number): Slot {
  * so with R replicas a key may be refused up to (R − 1) × (maxLease − 1) points early
  * (≤ 5 % of the limit per extra replica with the default lease). A key found exhausted is
  * refused locally and re-checked against the shared counter at most every
- * `recheckExhaustedMs`. If Postgres is unreachable (see storeUnreachable), an in-memory limiter
+ * `recheckExhaustedMs`. If Postgres is unreachable (see isUnreachableError in libs/db), an in-memory limiter
  * with the same policy stands in (per replica) until a probe, one every `storeRetryMs`, finds
  * it answering again, rather than letting traffic through unlimited or making every request
  * wait for the database in turn. The stand-in fails closed for what this replica knows: a key
@@ -160,10 +160,10 @@ export class SharedWindowLimiter {
         // per-replica stand-in decides this request and, until a probe succeeds, every other
         // one, including those that were waiting on this lease. Overloaded: refuse this one
         // (fail closed). Any other error is a fault of ours and is not hidden.
-        if (storeOverloaded(err)) {
+        if (isOverloadError(err)) {
           throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'the rate limit cannot be checked now (database overloaded); retry shortly' } });
         }
-        if (!storeUnreachable(err)) throw err;
+        if (!isUnreachableError(err)) throw err;
         if (!this.storeDown) this.options.onStoreError?.(err);
         this.storeDown = true;
         this.storeDownUntil = this.now() + this.storeRetryMs;
@@ -179,21 +179,10 @@ export class SharedWindowLimiter {
     // an exhausted key is re-checked with one point, not a block it would mostly waste
     const size = slot.exhausted ? 1 : Math.min(slot.nextLease, this.maxLease);
     this.leases += 1;
-    const { rows } = await prepared<{ rows: { points: number; expire: string }[] }>(
-      this.db,
-      'tes_rate_limit_lease',
-      `INSERT INTO rate_limits AS r (key, points, expire) VALUES (?, ?, ?)
-       ON CONFLICT (key) DO UPDATE SET
-         points = CASE WHEN r.expire <= ? THEN excluded.points ELSE r.points + excluded.points END,
-         expire = CASE WHEN r.expire <= ? THEN excluded.expire ELSE r.expire END
-       RETURNING points, expire`,
-      [`${this.options.keyPrefix}:${key}`, size, now + this.windowMs, now, now],
-    );
-    const row = rows[0]!;
-    const counted = Number(row.points);
+    const { counted, windowEndMs } = await addRateLimitPoints(this.db, { key: `${this.options.keyPrefix}:${key}`, points: size, nowMs: now, windowEndMs: now + this.windowMs });
     // The counter grew by exactly `size`, so before this lease it stood at counted − size.
     const granted = Math.max(0, Math.min(size, this.options.points - (counted - size)));
-    slot.windowEnd = Number(row.expire);
+    slot.windowEnd = windowEndMs;
     // what did not fit was counted but not granted: the window holds at most `points`
     slot.counted = Math.min(counted, this.options.points);
     slot.tokens += granted;
@@ -223,24 +212,4 @@ export class SharedWindowLimiter {
       return { allowed: false, remaining: 0, msBeforeNext: rejection.msBeforeNext };
     }
   }
-}
-
-/**
- * The shared counter cannot be reached: connection failures, shutdown or recovery
- * (57P01-57P03), a read-only server after a failover (25006).
- */
-function storeUnreachable(err: unknown): boolean {
-  if (isConnectionError(err)) return true;
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && ['57P01', '57P02', '57P03', '25006'].includes(code);
-}
-
-/**
- * The shared counter answers but not in time: the pool's acquire timeout, too many
- * connections (53300), a cancelled or timed-out statement (57014).
- */
-function storeOverloaded(err: unknown): boolean {
-  const e = err as { code?: unknown; name?: unknown } | null;
-  if (e?.name === 'KnexTimeoutError') return true;
-  return typeof e?.code === 'string' && ['53300', '57014'].includes(e.code);
 }

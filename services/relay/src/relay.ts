@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { abandonExecution, deleteStaleRateLimits, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
-import type { ConfirmPublisher } from '@tes/messaging';
+import { abandonExecution, deleteStaleRateLimits, parseExecutionMessage, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
+import { publishOutbox, type ConfirmPublisher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
 export interface RelayOptions {
@@ -12,7 +12,6 @@ export interface RelayOptions {
   /** Rows younger than this are left to the gateway that wrote them. */
   graceMs: number;
   batchSize?: number;
-  routingKeyFor: (category: string) => string;
   /** How long a re-published execution has before the reaper publishes it again (grows with age). */
   redispatchMs: number;
   /** Deletes a stored object (the janitor's hand on object storage). */
@@ -20,14 +19,6 @@ export interface RelayOptions {
   janitorIntervalMs: number;
   /** A publish not confirmed by then counts as failed (default 10 s). */
   publishTimeoutMs?: number;
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not confirmed within ${ms} ms`)), ms);
-  });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -56,11 +47,12 @@ export class Relay {
    * failing on it). The execution is abandoned unless a worker holds a live lease on it.
    */
   async handleDeadLetter(payload: unknown): Promise<'ack'> {
-    const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
-    if (typeof executionId !== 'string') {
+    const message = parseExecutionMessage(payload);
+    if (!message) {
       this.o.logger.error('relay.dead_letter.malformed', {});
       return 'ack';
     }
+    const { executionId } = message;
     const outcome = await abandonExecution(this.o.db, {
       executionId,
       errorCode: 'delivery_limit_exceeded',
@@ -113,7 +105,6 @@ export class Relay {
     try {
       const { requeued, leasesLost, exhausted } = await reapExpiredLeases(db, {
         limit: this.o.batchSize ?? 100,
-        routingKeyFor: this.o.routingKeyFor,
         maxAttempts: MAX_ATTEMPTS,
         redispatchMs: this.o.redispatchMs,
       });
@@ -137,23 +128,9 @@ export class Relay {
       }
       // Reaped executions got fresh outbox rows; publish them in this pass (no grace).
       for (;;) {
-        const n = await sweepOutbox(db, { graceMs: reaped > 0 ? 0 : this.o.graceMs, limit: this.o.batchSize ?? 100 }, async (rows) => {
-          const results = await Promise.allSettled(
-            // Bounded: the rows stay locked while their publishes are out, so a blocked broker
-            // (a memory or disk alarm) must not stall the sweep, the reaper and the audit with it.
-            // A publish confirmed after its timeout leaves the row unsent: it is published again,
-            // and a duplicate message is harmless (claims are fenced).
-            rows.map((r) => withTimeout(this.o.publisher.publish(r.routingKey, r.payload, { messageId: `outbox-${r.id}` }), this.o.publishTimeoutMs ?? 10_000)),
-          );
-          const ok: number[] = [];
-          const failed: { id: number; error: string }[] = [];
-          results.forEach((res, i) => {
-            const id = rows[i]!.id;
-            if (res.status === 'fulfilled') ok.push(id);
-            else failed.push({ id, error: (res.reason as Error)?.message ?? String(res.reason) });
-          });
-          return { published: ok, failed };
-        });
+        const n = await sweepOutbox(db, { graceMs: reaped > 0 ? 0 : this.o.graceMs, limit: this.o.batchSize ?? 100 }, (entries) =>
+          publishOutbox(this.o.publisher, entries, this.o.publishTimeoutMs),
+        );
         published += n;
         if (n < (this.o.batchSize ?? 100)) break;
       }

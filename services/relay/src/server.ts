@@ -2,7 +2,8 @@ import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
 import { createDb, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
-import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
+import { createMetrics, HealthServer, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { Relay } from './relay';
 import { StateMetrics } from './state-metrics';
@@ -13,13 +14,21 @@ export interface RunningRelay {
   parts: Stoppable[];
 }
 
-export async function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
+/** Builds and starts every part of the relay from config; a start that fails stops what it started. */
+export function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
+  return startCleanly((started) => buildRelay(config, logger, started), { logger, deadlineMs: config.shutdownTimeoutMs });
+}
+
+async function buildRelay(config: Config, logger: Logger, started: StartedParts): Promise<RunningRelay> {
   const metrics = createMetrics('relay');
   const db = createDb({ url: config.databaseUrl, poolMax: Math.min(config.dbPoolMax, 4), applicationName: 'tes-relay' });
+  started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
+  started.add('storage', () => store.close());
   const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
+  started.add('amqp', () => amqp.stop());
   await amqp.addSetup(topologySetup(names, catalog.categories()));
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
   await publisher.start();
@@ -31,13 +40,14 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     metrics,
     intervalMs: config.outboxSweepIntervalMs,
     graceMs: config.outboxGraceMs,
-    routingKeyFor: (c) => c,
     redispatchMs: config.dispatchDeadlineMs,
     deleteObject: (key) => store.delete(key),
     janitorIntervalMs: config.janitorIntervalMs,
   });
   relay.start();
+  started.add('relay', () => relay.stop());
   const deadLetters = new Consumer(amqp, { queue: names.deadLetterQueue, concurrency: 1, handler: (payload) => relay.handleDeadLetter(payload) }, logger);
+  started.add('dead-letters', () => deadLetters.stop());
   await deadLetters.start();
   const state = new StateMetrics({
     db,
@@ -48,6 +58,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     intervalMs: config.stateMetricsIntervalMs,
     auditIntervalMs: config.ledgerAuditIntervalMs,
   });
+  started.add('state-metrics', () => state.stop());
   await state.start();
   const health = new HealthServer({
     port: config.metricsPort,
@@ -55,6 +66,7 @@ export async function startRelay(config: Config, logger: Logger): Promise<Runnin
     checks: [() => amqp.connected, () => pingDb(db)],
   });
   const metricsPort = await health.start();
+  started.add('health', () => health.stop());
   logger.info('relay.started', { intervalMs: config.outboxSweepIntervalMs, metricsPort });
   return {
     relay,

@@ -20,13 +20,16 @@ import {
   renewLease,
   settleExecution,
   startStep,
+  parseExecutionMessage,
   type ArtifactSummary,
+  type ExecutionMessage,
   type ExecutionRecord,
   type NewArtifact,
   type StepRecord,
 } from '@tes/db';
-import type { Delivery, Disposition, OutboxDispatcher } from '@tes/messaging';
-import { crashPoint, type Logger, type Metrics } from '@tes/observability';
+import type { Delivery, Disposition } from '@tes/messaging';
+import { crashPoint } from '@tes/lifecycle';
+import type { Logger, Metrics } from '@tes/observability';
 import { artifactKey, type ObjectStore } from '@tes/storage';
 import { hasProgram } from './programs';
 import { SharpSandbox } from './media/sharp-sandbox';
@@ -45,18 +48,18 @@ export interface EngineDeps {
   leaseTtlMs: number;
   /** Unique per process: the lease owner written on claimed executions. */
   workerId: string;
-  /** Publishes outbox rows right after commit (re-checks of waiting executions). */
-  dispatcher: OutboxDispatcher;
-  /** Routing key of a category's delay queue, and its delay. */
-  waitRoutingKeyFor: (category: string) => string;
+  /** The delay queues' delay: how soon a message sent by `publishLater` comes back. */
   waitMs: number;
   providers: ProviderSetup;
   /** After this long running, a claimed execution's message is acked (default 5 min; see handleClaimed). */
   earlyAckAfterMs?: number;
   /** Killable sharp; a private one is made when none is given. */
   sandbox?: SharpSandbox;
-  /** Publishes a fresh message for an execution to `category`'s delay queue (confirmed). */
-  requeueLater: (message: Record<string, unknown>, category: string) => Promise<void>;
+  /**
+   * Publishes a fresh message for an execution to `category`'s delay queue (confirmed): the one
+   * way the engine has an execution come back later.
+   */
+  publishLater: (message: ExecutionMessage, category: string) => Promise<void>;
 }
 
 class LeaseLost extends Error {
@@ -102,12 +105,12 @@ export class StepEngine {
    */
   async handle(payload: unknown, category: string, delivery?: Delivery): Promise<Disposition> {
     const { logger } = this.deps;
-    const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
-    if (typeof executionId !== 'string') {
+    const message = parseExecutionMessage(payload);
+    if (!message) {
       logger.error('worker.message.malformed', {});
       return 'dead';
     }
-    const message = { executionId, projectId: (payload as { projectId?: unknown }).projectId };
+    const { executionId } = message;
     if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
     try {
       return await this.handleClaimed(executionId, message, category, delivery);
@@ -118,14 +121,23 @@ export class StepEngine {
     }
   }
 
-  /** Re-sends the message through the category's delay queue; nack-requeue only if that fails. */
-  private async later(message: Record<string, unknown>, category: string, reason: string): Promise<Disposition> {
+  /**
+   * "Come back later", the engine's one way of it: a fresh message through the category's
+   * delay queue, for a re-check of a waiting provider job, work handed back (shutdown, an
+   * outage) and messages no slot was free for. Whatever the execution's state, the database
+   * holds a deadline for it (lease_expires_at), and past it the reaper publishes a message
+   * itself: so this message only makes the execution come back sooner, and losing it (a crash
+   * before it was sent, a broker that refused it) costs time, never the execution. A message
+   * the broker refused is nack-requeued ('retry'), unless the execution's state was already
+   * written (`written`: then its deadline brings it back, and the message is simply acked).
+   */
+  private async later(message: ExecutionMessage, category: string, reason: string, written = false): Promise<Disposition> {
     try {
-      await this.deps.requeueLater(message, category);
+      await this.deps.publishLater(message, category);
       return 'ack';
     } catch (err) {
       this.deps.logger.warn('worker.execution.defer_failed', { executionId: message.executionId, reason, err: (err as Error).message });
-      return 'retry';
+      return written ? 'ack' : 'retry';
     }
   }
 
@@ -134,12 +146,11 @@ export class StepEngine {
    * execution): re-sent through the delay queue, so another worker, or this one later, takes it.
    */
   async deferBusy(payload: unknown, category: string): Promise<Disposition> {
-    const executionId = (payload as { executionId?: unknown } | undefined)?.executionId;
-    if (typeof executionId !== 'string') return 'dead';
-    return this.later({ executionId, projectId: (payload as { projectId?: unknown }).projectId }, category, 'busy');
+    const message = parseExecutionMessage(payload);
+    return message ? this.later(message, category, 'busy') : 'dead';
   }
 
-  private async handleClaimed(executionId: string, message: Record<string, unknown>, category: string, delivery?: Delivery): Promise<Disposition> {
+  private async handleClaimed(executionId: string, message: ExecutionMessage, category: string, delivery?: Delivery): Promise<Disposition> {
     const { db, logger, workerId, leaseTtlMs } = this.deps;
     const execution = await claimExecution(db, executionId, workerId, leaseTtlMs);
     if (!execution) {
@@ -160,7 +171,7 @@ export class StepEngine {
     // Work given back later (shutdown, outage) is re-sent by `later`, or by the reaper.
     const earlyAck = delivery ? setTimeout(() => delivery.settle('ack'), this.deps.earlyAckAfterMs ?? 5 * 60_000) : undefined;
     try {
-      await this.run(execution, workDir);
+      if ((await this.run(execution, workDir)) === 'waiting') return this.later(message, category, 'waiting', true);
       crashPoint('worker.after_settle');
       return 'ack';
     } catch (err) {
@@ -183,7 +194,8 @@ export class StepEngine {
     }
   }
 
-  private async run(e: ExecutionRecord & { firstClaim: boolean }, workDir: WorkDir): Promise<void> {
+  /** Runs the execution's remaining steps; 'waiting' when a provider step waits for its job. */
+  private async run(e: ExecutionRecord & { firstClaim: boolean }, workDir: WorkDir): Promise<'ended' | 'waiting'> {
     const { db, catalog, logger, workerId } = this.deps;
     const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
     const tool = catalog.get(e.tool);
@@ -191,14 +203,14 @@ export class StepEngine {
     const prices = await this.prices(e.priceVersion);
     if (!tool || !runner) {
       await this.settle(e, 'failed', [], { errorCode: 'internal_error', errorMessage: `this worker cannot run ${e.tool}` });
-      return;
+      return 'ended';
     }
     const missing = (tool.models.find((m) => m.id === e.model)?.requires ?? []).filter((p) => !hasProgram(p));
     if (missing.length > 0) {
       // Nothing ran, nothing is charged; the catalog shows the model unavailable once a
       // worker without the programs has reported at start.
       await this.settle(e, 'failed', [], { errorCode: 'tool_unavailable', errorMessage: `this worker lacks ${missing.join(', ')}` });
-      return;
+      return 'ended';
     }
     const plan = tool.plan(e.arguments);
     // Read once; afterwards kept up to date here with what this worker itself records (the
@@ -211,14 +223,14 @@ export class StepEngine {
       if (recorded?.status === 'succeeded') continue;
       if (index >= MAX_STEPS) {
         await this.settle(e, 'failed', steps, { errorCode: 'step_limit_exceeded', errorMessage: `an execution runs at most ${MAX_STEPS} steps` });
-        return;
+        return 'ended';
       }
       const resuming = recorded?.status === 'running' && step.external === true;
       if (resuming && !recorded.externalRef) {
         // Started with an external provider and no reference was recorded: the request may
         // have run and cost money. Never send it again; an operator decides.
         await this.needsReview(e, index, `step ${index} (${step.name}) was sent to a provider and its outcome is unknown after a crash`);
-        return;
+        return 'ended';
       }
       if (!resuming) {
         // A new step (a re-check of a waiting provider step is not one). Its start is fenced
@@ -229,7 +241,7 @@ export class StepEngine {
         if (started === 'lease_lost') throw new LeaseLost();
         if (started === 'cancel_requested') {
           await this.settle(e, 'cancelled', steps, {});
-          return;
+          return 'ended';
         }
       }
 
@@ -240,7 +252,7 @@ export class StepEngine {
         if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
         if (err instanceof OutcomeUnknown) {
           await this.needsReview(e, index, err.message);
-          return;
+          return 'ended';
         }
         const failure = err instanceof StepError ? err : null;
         if (!failure) logger.error('worker.step.crashed', { ...log, step: index, err });
@@ -251,22 +263,14 @@ export class StepEngine {
         steps = recordLocally(steps, e.id, index, step.name, { status: 'failed', costMicros: 0, checkpoint: null, errorCode });
         await this.settle(e, 'failed', steps, { errorCode, errorMessage: failure?.message ?? 'the step failed unexpectedly' });
         logger.info('worker.step.failed', { ...log, step: index, errorCode });
-        return;
+        return 'ended';
       }
 
       if (isWait(result)) {
-        // Frees the consumer slot; the delay queue brings the execution back for a re-check.
-        const outboxId = await enterWaiting(db, {
-          executionId: e.id,
-          projectId: e.projectId,
-          owner: workerId,
-          routingKey: this.deps.waitRoutingKeyFor(e.category),
-          recheckDeadlineMs: this.recheckDeadlineMs(),
-        });
-        if (outboxId === null) throw new LeaseLost();
-        this.deps.dispatcher.dispatch(outboxId, this.deps.waitRoutingKeyFor(e.category), { executionId: e.id, projectId: e.projectId, recheck: true });
+        // Frees the consumer slot; the caller has the execution come back for a re-check.
+        if (!(await enterWaiting(db, { executionId: e.id, owner: workerId, recheckDeadlineMs: this.recheckDeadlineMs() }))) throw new LeaseLost();
         logger.info('worker.step.waiting', { ...log, step: index, name: step.name });
-        return;
+        return 'waiting';
       }
       const artifacts = await this.storeFiles(e, index, result);
       const checkpoint = { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} };
@@ -299,6 +303,7 @@ export class StepEngine {
     }
     output.artifacts = allArtifacts;
     await this.settle(e, 'succeeded', steps, { output });
+    return 'ended';
   }
 
   private async runStep(

@@ -1,8 +1,9 @@
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb, markOutboxPublished, reportCapabilities, pingDb } from '@tes/db';
-import { AmqpClient, ConfirmPublisher, Consumer, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
-import { createMetrics, HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import { createDb, reportCapabilities, pingDb } from '@tes/db';
+import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
+import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
+import { createMetrics, HealthServer, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { newWorkerId, StepEngine } from './engine';
 import { RUNNERS } from './tools';
@@ -21,20 +22,27 @@ export interface RunningWorker {
  * Starts a worker consuming the categories in WORKER_QUEUES (those the catalog knows),
  * WORKER_CONCURRENCY executions at a time per category.
  */
-export async function startWorker(config: Config, logger: Logger, options: { drainMs?: number } = {}): Promise<RunningWorker> {
+export function startWorker(config: Config, logger: Logger, options: { drainMs?: number } = {}): Promise<RunningWorker> {
+  return startCleanly((started) => buildWorker(config, logger, options, started), { logger, deadlineMs: config.shutdownTimeoutMs });
+}
+
+/** startWorker's body; each part joins `started` as soon as it holds something, so a failed start stops it. */
+async function buildWorker(config: Config, logger: Logger, options: { drainMs?: number }, started: StartedParts): Promise<RunningWorker> {
   const metrics = createMetrics('worker');
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker' });
+  started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
+  started.add('storage', () => store.close());
   const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const workerId = newWorkerId();
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));
   const categories = config.workerQueues.filter((c) => catalog.categories().includes(c));
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: `tes-worker-${workerId}` });
+  started.add('amqp', () => amqp.stop());
   await amqp.addSetup(topologySetup(names, catalog.categories()));
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
   await publisher.start();
-  const dispatcher = new OutboxDispatcher(publisher, (ids) => markOutboxPublished(db, ids), logger);
   const engine = new StepEngine({
     db,
     catalog,
@@ -44,11 +52,9 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
     metrics,
     leaseTtlMs: config.leaseTtlMs,
     workerId,
-    dispatcher,
-    waitRoutingKeyFor: (c) => names.waitRoutingKey(c),
     waitMs: config.waitRecheckMs,
-    requeueLater: (message, category) =>
-      publisher.publish(names.waitRoutingKey(category), message, { messageId: `later-${String(message.executionId)}-${Date.now()}` }),
+    publishLater: (message, category) =>
+      publisher.publish(names.waitRoutingKey(category), message, { messageId: `later-${message.executionId}-${Date.now()}` }),
     providers: {
       http: new ProviderHttp({ allowPrivateNetworks: config.providerAllowPrivateNetworks }),
       baseUrls: config.providerBaseUrls,
@@ -56,6 +62,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
       jobTimeoutMs: config.providerJobTimeoutMs,
     },
   });
+  started.add('media-sandbox', () => engine.sandbox.stop());
   const consumers = categories.map(
     (category) =>
       new Consumer(
@@ -69,6 +76,11 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
         logger,
       ),
   );
+  started.add('consumers', async () => {
+    const stopping = Promise.all(consumers.map((c) => c.stop()));
+    engine.abortAll(); // a failed start has no drain time: work already taken is released to another worker
+    await stopping;
+  });
   for (const c of consumers) await c.start();
   await amqp.start();
 
@@ -80,6 +92,7 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
     checks: [() => amqp.connected, () => consumers.every((c) => c.consuming), () => pingDb(db)],
   });
   const metricsPort = await health.start();
+  started.add('health', () => health.stop());
   const queues = categories.map((c) => names.queueFor(c));
   logger.info('worker.started', {
     workerId,
@@ -109,7 +122,6 @@ export async function startWorker(config: Config, logger: Logger, options: { dra
     engine,
     parts: [
       { name: 'consumers', stop: drain },
-      { name: 'dispatcher', stop: () => dispatcher.stop() },
       { name: 'amqp', stop: () => amqp.stop() },
       { name: 'storage', stop: async () => store.close() },
       { name: 'health', stop: () => health.stop() },

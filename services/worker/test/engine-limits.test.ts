@@ -3,7 +3,6 @@ import type { Knex } from 'knex';
 import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId } from '@tes/core';
 import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
-import { OutboxDispatcher } from '@tes/messaging';
 import { createMetrics, createNullLogger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
@@ -63,10 +62,8 @@ function engineFor(tool: ToolDefinition, runner: ToolRunner, objectStore: Object
     metrics: createMetrics('test', false),
     leaseTtlMs: 10_000,
     workerId: 'wrk_test',
-    dispatcher: new OutboxDispatcher({ publish: async () => Promise.reject(new Error('nothing waits here')) }, async () => undefined, createNullLogger()),
-    waitRoutingKeyFor: (c) => `${c}.wait`,
     waitMs: 1_000,
-    requeueLater: async () => Promise.reject(new Error('nothing is deferred here')),
+    publishLater: async () => Promise.reject(new Error('nothing is deferred here')),
     providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
   });
 }
@@ -90,7 +87,7 @@ it('the 21st step fails the execution with step_limit_exceeded, charging the 20 
     reservedMicros: 21_000,
     idempotencyKey: 'many-steps-1',
     requestDigest: 'x',
-    routingKey: 'test',
+   
     dispatchDeadlineMs: 60_000,
   });
   const engine = engineFor(manySteps, oneThousandPerStep, store);
@@ -130,7 +127,7 @@ it('objects a fenced-out worker stored are deleted, not left in the bucket forev
   const id = newId('exe');
   await submitExecution(db, {
     id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.one', model: 'sleep', category: 'test', arguments: {}, priceVersion,
-    totalSteps: 1, reservedMicros: 1_000, idempotencyKey: 'fenced-1', requestDigest: 'x', routingKey: 'test', dispatchDeadlineMs: 60_000,
+    totalSteps: 1, reservedMicros: 1_000, idempotencyKey: 'fenced-1', requestDigest: 'x', dispatchDeadlineMs: 60_000,
   });
   // The step's result is stored, but meanwhile its lease went to another worker (as the reaper
   // would hand it on after an expiry): the step's record is refused, so no row names the object.
@@ -173,7 +170,7 @@ it("a long execution's message is acked after earlyAckAfterMs while it runs on, 
     const id = newId('exe');
     await submitExecution(db, {
       id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.slow', model: 'sleep', category: 'test', arguments: { ms }, priceVersion,
-      totalSteps: 1, reservedMicros: 0, idempotencyKey: `slow-${ms}`, requestDigest: 'x', routingKey: 'test', dispatchDeadlineMs: 60_000,
+      totalSteps: 1, reservedMicros: 0, idempotencyKey: `slow-${ms}`, requestDigest: 'x', dispatchDeadlineMs: 60_000,
     });
     const settled: string[] = [];
     const final = await engine.handle({ executionId: id, projectId: p.projectId }, 'test', { settle: (d) => settled.push(`${d} after ${events.length} steps`) });
@@ -200,7 +197,7 @@ it('a provider step that times out after its job was created goes to needs_revie
     const id = newId('exe');
     await submitExecution(db, {
       id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.external', model: 'sleep', category: 'test', arguments: {}, priceVersion,
-      totalSteps: 1, reservedMicros: 4_000, idempotencyKey: `external-${created}`, requestDigest: 'x', routingKey: 'test', dispatchDeadlineMs: 60_000,
+      totalSteps: 1, reservedMicros: 4_000, idempotencyKey: `external-${created}`, requestDigest: 'x', dispatchDeadlineMs: 60_000,
     });
     expect(await engineFor(external, hangs(created), store).handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
     const e = await getExecutionById(db, id);

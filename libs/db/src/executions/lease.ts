@@ -20,12 +20,12 @@ export async function claimExecution(db: Knex, id: string, owner: string, leaseT
     db,
     'tes_claim',
     `UPDATE executions
-        SET status = 'running', lease_owner = ?, lease_expires_at = tes_now() + (? * interval '1 millisecond'),
+        SET status = 'running', lease_owner = :owner, lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
             started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-      WHERE id = ? AND status IN ('queued', 'running', 'waiting')
+      WHERE id = :id AND status IN ('queued', 'running', 'waiting')
         AND (lease_owner IS NULL OR lease_expires_at < tes_now())
       RETURNING ${EXECUTION_SELECT}, (claims = 1) AS first_claim`,
-    [owner, leaseTtlMs, id],
+    { owner, leaseTtlMs, id },
   );
   const row = res.rows[0];
   return row ? { ...toExecution(row), firstClaim: row.first_claim } : null;
@@ -41,10 +41,10 @@ export async function renewLease(
   const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
     db,
     'tes_renew_lease',
-    `UPDATE executions SET lease_expires_at = tes_now() + (? * interval '1 millisecond')
-      WHERE id = ? AND lease_owner = ? AND status = 'running'
+    `UPDATE executions SET lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond')
+      WHERE id = :id AND lease_owner = :owner AND status = 'running'
       RETURNING cancel_requested`,
-    [leaseTtlMs, id, owner],
+    { leaseTtlMs, id, owner },
   );
   const row = res.rows[0];
   return row ? { cancelRequested: row.cancel_requested } : null;
@@ -52,30 +52,20 @@ export async function renewLease(
 
 /**
  * A step handed work to an external provider and must wait for it: the execution moves to
- * `waiting` and frees its lease; in the same transaction an outbox row schedules the
- * re-check (published to the delay queue, which dead-letters back to the work queue).
- * lease_expires_at becomes the deadline by which a re-check must have happened; past it the
- * reaper publishes one itself, so a lost delay message cannot strand the execution.
+ * `waiting` and frees its lease. lease_expires_at becomes the deadline by which a re-check must
+ * have happened: the worker sends a delayed message for it after this commit (its one way of
+ * "come back later"), and past the deadline the reaper publishes one itself, so a lost or
+ * never-sent message cannot strand the execution. False: the lease was lost.
  */
-export async function enterWaiting(
-  db: Knex,
-  input: { executionId: string; projectId: string; owner: string; routingKey: string; recheckDeadlineMs: number },
-): Promise<number | null> {
-  return db.transaction(async (trx) => {
-    const moved = await trx.raw<{ rows: unknown[] }>(
-      `UPDATE executions SET status = 'waiting', lease_owner = NULL,
-              lease_expires_at = tes_now() + (? * interval '1 millisecond'), updated_at = now()
-        WHERE id = ? AND lease_owner = ? AND status = 'running'
-        RETURNING 1`,
-      [input.recheckDeadlineMs, input.executionId, input.owner],
-    );
-    if (moved.rows.length === 0) return null;
-    const row = await trx.raw<{ rows: { id: number }[] }>(
-      `INSERT INTO outbox (project_id, execution_id, routing_key, payload) VALUES (?, ?, ?, ?) RETURNING id`,
-      [input.projectId, input.executionId, input.routingKey, JSON.stringify({ executionId: input.executionId, projectId: input.projectId, recheck: true })],
-    );
-    return row.rows[0]!.id;
-  });
+export async function enterWaiting(db: Knex, input: { executionId: string; owner: string; recheckDeadlineMs: number }): Promise<boolean> {
+  const moved = await db.raw<{ rows: unknown[] }>(
+    `UPDATE executions SET status = 'waiting', lease_owner = NULL,
+            lease_expires_at = tes_now() + (:recheckDeadlineMs * interval '1 millisecond'), updated_at = now()
+      WHERE id = :executionId AND lease_owner = :owner AND status = 'running'
+      RETURNING 1`,
+    input,
+  );
+  return moved.rows.length > 0;
 }
 
 /** Moves an execution to needs_review, keeping its reservation held (no settlement). */
@@ -83,18 +73,13 @@ export async function markNeedsReview(
   db: Knex,
   input: { executionId: string; owner?: string; errorCode: string; errorMessage: string },
 ): Promise<boolean> {
-  const bindings: Knex.RawBinding[] = [input.errorCode, input.errorMessage, input.executionId];
-  let fence = '';
-  if (input.owner !== undefined) {
-    fence = 'AND lease_owner = ?';
-    bindings.push(input.owner);
-  }
+  // Without an owner (an operator, the relay), any holder's lease is overridden.
   const res = await db.raw<{ rows: unknown[] }>(
-    `UPDATE executions SET status = 'needs_review', error_code = ?, error_message = ?, lease_owner = NULL,
+    `UPDATE executions SET status = 'needs_review', error_code = :errorCode, error_message = :errorMessage, lease_owner = NULL,
             lease_expires_at = NULL, updated_at = now()
-      WHERE id = ? AND status IN ('running', 'waiting') ${fence}
+      WHERE id = :executionId AND status IN ('running', 'waiting') AND (:owner::text IS NULL OR lease_owner = :owner::text)
       RETURNING 1`,
-    bindings,
+    { executionId: input.executionId, errorCode: input.errorCode, errorMessage: input.errorMessage, owner: input.owner ?? null },
   );
   return res.rows.length > 0;
 }
@@ -107,10 +92,10 @@ export async function markNeedsReview(
  */
 export async function releaseLease(db: Knex, id: string, owner: string, recheckDeadlineMs: number): Promise<boolean> {
   const res = await db.raw<{ rows: unknown[] }>(
-    `UPDATE executions SET lease_owner = NULL, lease_expires_at = tes_now() + (? * interval '1 millisecond'), updated_at = now()
-      WHERE id = ? AND lease_owner = ? AND status = 'running'
+    `UPDATE executions SET lease_owner = NULL, lease_expires_at = tes_now() + (:recheckDeadlineMs * interval '1 millisecond'), updated_at = now()
+      WHERE id = :id AND lease_owner = :owner AND status = 'running'
       RETURNING 1`,
-    [recheckDeadlineMs, id, owner],
+    { recheckDeadlineMs, id, owner },
   );
   return res.rows.length > 0;
 }

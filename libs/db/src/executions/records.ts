@@ -156,8 +156,8 @@ export async function getExecutionWithSteps(db: Knex, projectId: string, id: str
                         'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
                         'finished_at', s.finished_at) ORDER BY s.index)
                         FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps
-       FROM executions e WHERE e.id = ? AND e.project_id = ?`,
-    [id, projectId],
+       FROM executions e WHERE e.id = :id AND e.project_id = :projectId`,
+    { id, projectId },
   );
   const row = res.rows[0];
   if (!row) return null;

@@ -39,33 +39,18 @@ export interface SettleResult {
  */
 export async function settleExecution(db: Knex, input: SettleInput): Promise<SettleResult | null> {
   if (!Number.isSafeInteger(input.chargedMicros) || input.chargedMicros < 0) throw new Error('charge must be a whole number of micros');
-  const bindings: Knex.RawBinding[] = [
-    input.status,
-    input.chargedMicros,
-    input.output === undefined || input.output === null ? null : JSON.stringify(input.output),
-    input.errorCode ?? null,
-    input.errorMessage ?? null,
-    input.cancelRequested ?? false,
-    input.executionId,
-    input.projectId,
-    input.from,
-  ];
-  let leaseFence = '';
-  if (input.leaseOwner !== undefined) {
-    leaseFence = 'AND lease_owner = ?';
-    bindings.push(input.leaseOwner);
-  }
-  bindings.push(randomUUID(), input.kind ?? 'settle');
+  // Two prepared texts: with and without the lease fence (a text per plan).
+  const leaseFence = input.leaseOwner !== undefined ? 'AND lease_owner = :leaseOwner' : '';
   const res = await prepared<{ rows: { id: string; tool: string; reserved_micros: number; charged_micros: number; created_at: Date }[] }>(
     db,
     leaseFence ? 'tes_settle_fenced' : 'tes_settle',
     `WITH e AS (
        UPDATE executions
-          SET status = ?, charged_micros = LEAST(?::bigint, reserved_micros), output = ?::jsonb,
-              error_code = ?, error_message = ?, cancel_requested = cancel_requested OR ?::boolean,
+          SET status = :status, charged_micros = LEAST(:chargedMicros::bigint, reserved_micros), output = :output::jsonb,
+              error_code = :errorCode, error_message = :errorMessage, cancel_requested = cancel_requested OR :cancelRequested::boolean,
               finished_at = tes_now(), settled_at = tes_now(), updated_at = now(),
               lease_owner = NULL, lease_expires_at = NULL
-        WHERE id = ? AND project_id = ? AND status = ANY(?::text[]) ${leaseFence}
+        WHERE id = :executionId AND project_id = :projectId AND status = ANY(:from::text[]) ${leaseFence}
         RETURNING id, project_id, tool, reserved_micros, charged_micros, created_at
      ), p AS (
        UPDATE projects
@@ -86,7 +71,7 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
        RETURNING 1
      ), l AS (
        INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
-       SELECT ?, e.project_id, e.id, ?, v.account, v.amount
+       SELECT :transactionId, e.project_id, e.id, :kind, v.account, v.amount
          FROM e CROSS JOIN LATERAL (VALUES
            ('reserved', -e.reserved_micros),
            ('available', e.reserved_micros - e.charged_micros),
@@ -94,7 +79,20 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
        RETURNING 1
      )
      SELECT e.id, e.tool, e.reserved_micros, e.charged_micros, e.created_at FROM e`,
-    bindings,
+    {
+      status: input.status,
+      chargedMicros: input.chargedMicros,
+      output: input.output === undefined || input.output === null ? null : JSON.stringify(input.output),
+      errorCode: input.errorCode ?? null,
+      errorMessage: input.errorMessage ?? null,
+      cancelRequested: input.cancelRequested ?? false,
+      executionId: input.executionId,
+      projectId: input.projectId,
+      from: input.from,
+      ...(input.leaseOwner !== undefined ? { leaseOwner: input.leaseOwner } : {}),
+      transactionId: randomUUID(),
+      kind: input.kind ?? 'settle',
+    },
   );
   const row = res.rows[0];
   if (!row) return null;
@@ -130,9 +128,9 @@ export async function cancelExecution(db: Knex, projectId: string, execution: Ex
   }
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE executions SET cancel_requested = true, updated_at = now()
-      WHERE id = ? AND project_id = ? AND status IN ('running', 'waiting')
+      WHERE id = :id AND project_id = :projectId AND status IN ('running', 'waiting')
       RETURNING ${EXECUTION_SELECT}`,
-    [execution.id, projectId],
+    { id: execution.id, projectId },
   );
   if (res.rows[0]) return { kind: 'requested', execution: toExecution(res.rows[0]) };
   const current = (await getExecution(db, projectId, execution.id))!;
@@ -161,10 +159,10 @@ export async function abandonExecution(
   return db.transaction(async (trx) => {
     const locked = await trx.raw<{ rows: { id: string; project_id: string; reserved_micros: number }[] }>(
       `SELECT id, project_id, reserved_micros FROM executions
-        WHERE id = ? AND status IN ('queued', 'running')
+        WHERE id = :executionId AND status IN ('queued', 'running')
           AND (lease_owner IS NULL OR lease_expires_at < tes_now())
         FOR UPDATE`,
-      [input.executionId],
+      { executionId: input.executionId },
     );
     const e = locked.rows[0];
     if (!e) return 'not_abandoned';

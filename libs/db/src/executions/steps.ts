@@ -25,23 +25,22 @@ export async function startStep(
     'tes_start_step',
     `WITH e AS (
        SELECT id, project_id, cancel_requested FROM executions
-        WHERE id = ? AND project_id = ? AND lease_owner = ? AND status = 'running'
+        WHERE id = :executionId AND project_id = :projectId AND lease_owner = :owner AND status = 'running'
           FOR SHARE
      ), s AS (
        INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
-       SELECT e.id, e.project_id, ?, ?, 'running', ? FROM e WHERE NOT e.cancel_requested
+       SELECT e.id, e.project_id, :index, :name, 'running', :external FROM e WHERE NOT e.cancel_requested
        ON CONFLICT (execution_id, index) DO UPDATE
           SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
        RETURNING 1
      )
      SELECT e.cancel_requested FROM e`,
-    [input.executionId, input.projectId, input.owner, input.index, input.name, input.external ?? false],
+    { executionId: input.executionId, projectId: input.projectId, owner: input.owner, index: input.index, name: input.name, external: input.external ?? false },
   );
   const row = res.rows[0];
   if (!row) return 'lease_lost';
   return row.cancel_requested ? 'cancel_requested' : 'started';
 }
-
 
 /** Records a step's outcome and any artifacts it stored, fenced by the lease, in one transaction. */
 export async function finishStep(
@@ -76,30 +75,30 @@ export async function finishStep(
     'tes_finish_step',
     `WITH s AS (
        UPDATE execution_steps s
-          SET status = ?, cost_micros = ?, checkpoint = ?::jsonb, external_ref = coalesce(?, s.external_ref),
-              error_code = ?, finished_at = now()
-        WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
-          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running' FOR SHARE)
+          SET status = :status, cost_micros = :costMicros, checkpoint = :checkpoint::jsonb, external_ref = coalesce(:externalRef, s.external_ref),
+              error_code = :errorCode, finished_at = now()
+        WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running'
+          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
         RETURNING s.execution_id, s.project_id, s.index
      ), a AS (
        INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
        SELECT x.id, s.execution_id, s.project_id, s.index, x.format, x.mime_type, x.size_bytes, x.sha256, x.storage_key, x.file_name, x.expires_at
-         FROM s CROSS JOIN jsonb_to_recordset(?::jsonb) AS x(id text, format text, mime_type text, size_bytes bigint, sha256 text,
+         FROM s CROSS JOIN jsonb_to_recordset(:artifacts::jsonb) AS x(id text, format text, mime_type text, size_bytes bigint, sha256 text,
                                                               storage_key text, file_name text, expires_at timestamptz)
        RETURNING 1
      )
      SELECT count(*)::int AS n FROM s`,
-    [
-      input.status,
-      input.costMicros,
-      input.checkpoint ? JSON.stringify(input.checkpoint) : null,
-      input.externalRef ?? null,
-      input.errorCode ?? null,
-      input.executionId,
-      input.index,
-      input.owner,
-      JSON.stringify(artifacts),
-    ],
+    {
+      status: input.status,
+      costMicros: input.costMicros,
+      checkpoint: input.checkpoint ? JSON.stringify(input.checkpoint) : null,
+      externalRef: input.externalRef ?? null,
+      errorCode: input.errorCode ?? null,
+      executionId: input.executionId,
+      index: input.index,
+      owner: input.owner,
+      artifacts: JSON.stringify(artifacts),
+    },
   );
   return (res.rows[0]?.n ?? 0) > 0;
 }
@@ -114,11 +113,11 @@ export async function recordExternalRef(
   input: { executionId: string; index: number; owner: string; externalRef: string; checkpoint?: Record<string, unknown> | null },
 ): Promise<boolean> {
   const res = await db.raw<{ rows: unknown[] }>(
-    `UPDATE execution_steps s SET external_ref = ?, checkpoint = coalesce(?::jsonb, s.checkpoint)
-      WHERE s.execution_id = ? AND s.index = ? AND s.status = 'running'
-        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = ? AND e.status = 'running' FOR SHARE)
+    `UPDATE execution_steps s SET external_ref = :externalRef, checkpoint = coalesce(:checkpoint::jsonb, s.checkpoint)
+      WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running'
+        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
       RETURNING 1`,
-    [input.externalRef, input.checkpoint ? JSON.stringify(input.checkpoint) : null, input.executionId, input.index, input.owner],
+    { externalRef: input.externalRef, checkpoint: input.checkpoint ? JSON.stringify(input.checkpoint) : null, executionId: input.executionId, index: input.index, owner: input.owner },
   );
   return res.rows.length > 0;
 }

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import { AppError } from '@tes/core';
 import { prepared } from '../prepared';
 import { isUniqueViolation } from '../pg-errors';
+import { insertOutboxSql, toOutboxEntry, type ExecutionMessage, type OutboxEntry } from '../outbox';
 import { EXECUTION_SELECT, findByIdempotencyKey, toExecution, type ExecutionRecord } from './records';
 
 export interface SubmitInput {
@@ -19,7 +20,6 @@ export interface SubmitInput {
   reservedMicros: number;
   idempotencyKey: string;
   requestDigest: string;
-  routingKey: string;
   /** The uploads the arguments name: each must still be live when the submit commits. */
   fileIds?: readonly string[];
   /** A queued execution nobody claimed by then is published again by the relay. */
@@ -27,7 +27,8 @@ export interface SubmitInput {
 }
 
 export type SubmitResult =
-  | { kind: 'created'; execution: ExecutionRecord; outboxId: number }
+  /** `outbox`: the message this submit wrote, for the caller to dispatch after commit. */
+  | { kind: 'created'; execution: ExecutionRecord; outbox: OutboxEntry }
   | { kind: 'existing'; execution: ExecutionRecord };
 
 /**
@@ -52,88 +53,80 @@ export type SubmitResult =
  */
 const SUBMIT_SQL = `WITH f AS (
      SELECT id FROM files
-      WHERE project_id = ? AND id = ANY(?::text[]) AND deleted_at IS NULL AND expires_at > tes_now()
+      WHERE project_id = :projectId AND id = ANY(:fileIds::text[]) AND deleted_at IS NULL AND expires_at > tes_now()
         FOR SHARE
    ), p AS (
      UPDATE projects
-        SET available_micros = available_micros - ?::bigint,
-            reserved_micros = reserved_micros + ?::bigint
-      WHERE id = ?
-        AND available_micros >= ?::bigint
+        SET available_micros = available_micros - :reserved::bigint,
+            reserved_micros = reserved_micros + :reserved::bigint
+      WHERE id = :projectId
+        AND available_micros >= :reserved::bigint
         AND (monthly_cap_micros IS NULL
              OR (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END)
-                + reserved_micros + ?::bigint <= monthly_cap_micros)
-        AND (SELECT count(*) FROM f) = cardinality(?::text[])
-        AND tes_submit_guard(?, ?)
+                + reserved_micros + :reserved::bigint <= monthly_cap_micros)
+        AND (SELECT count(*) FROM f) = cardinality(:fileIds::text[])
+        AND tes_submit_guard(:bindingLock, :priceVersion)
       RETURNING id
    ), e AS (
      INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
        total_steps, reserved_micros, idempotency_key, request_digest, lease_expires_at, created_at)
-     SELECT ?::text, p.id, ?::text, ?::text, ?::text, ?::text, 'queued', ?::jsonb, ?::text, ?::int, ?::bigint, ?::text, ?::text,
-            tes_now() + (?::int * interval '1 millisecond'), tes_now() FROM p
+     SELECT :id::text, p.id, :apiKeyId::text, :tool::text, :model::text, :category::text, 'queued', :arguments::jsonb,
+            :priceVersion::text, :totalSteps::int, :reserved::bigint, :idempotencyKey::text, :requestDigest::text,
+            tes_now() + (:dispatchDeadlineMs::int * interval '1 millisecond'), tes_now() FROM p
      RETURNING ${EXECUTION_SELECT}
    ), ef AS (
      INSERT INTO execution_files (execution_id, file_id, project_id)
      SELECT e.id, f.id, e.project_id FROM e CROSS JOIN f
      RETURNING 1
    ), o AS (
-     INSERT INTO outbox (project_id, execution_id, routing_key, payload)
-     SELECT e.project_id, e.id, ?::text, ?::jsonb FROM e
-     RETURNING id
+     ${insertOutboxSql('e')}
    ), l AS (
      INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
-     SELECT ?::text, e.project_id, e.id, 'reserve', v.account, v.amount
-       FROM e CROSS JOIN (VALUES ('available', -?::bigint), ('reserved', ?::bigint)) AS v(account, amount)
+     SELECT :transactionId::text, e.project_id, e.id, 'reserve', v.account, v.amount
+       FROM e CROSS JOIN (VALUES ('available', -:reserved::bigint), ('reserved', :reserved::bigint)) AS v(account, amount)
      RETURNING 1
    )
-   SELECT e.*, (SELECT id FROM o) AS outbox_id FROM e`;
+   SELECT e.*, o.id AS outbox_id, o.routing_key AS outbox_routing_key, o.payload AS outbox_payload FROM e CROSS JOIN o`;
+
+type SubmitRow = Record<string, unknown> & { outbox_id: number; outbox_routing_key: string; outbox_payload: ExecutionMessage };
 
 /** The unique index that is the idempotency binding. */
 const IDEMPOTENCY_CONSTRAINT = 'executions_project_id_idempotency_key_key';
 
-export async function submitExecution(db: Knex, input: SubmitInput, hooks: { beforeWrite?: () => void } = {}, attempt = 0): Promise<SubmitResult> {
+export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0): Promise<SubmitResult> {
   if (!Number.isSafeInteger(input.reservedMicros) || input.reservedMicros < 0) throw new Error('reservation must be a whole number of micros');
   const r = input.reservedMicros;
   const fileIds = [...new Set(input.fileIds ?? [])];
-  hooks.beforeWrite?.();
-  let rows: (Record<string, unknown> & { outbox_id: number })[];
+  let rows: SubmitRow[];
   try {
-    ({ rows } = await prepared<{ rows: (Record<string, unknown> & { outbox_id: number })[] }>(db, 'tes_submit', SUBMIT_SQL, [
-      input.projectId,
+    ({ rows } = await prepared<{ rows: SubmitRow[] }>(db, 'tes_submit', SUBMIT_SQL, {
+      projectId: input.projectId,
       fileIds,
-      r,
-      r,
-      input.projectId,
-      r,
-      r,
-      fileIds,
-      bindingLockKey(input.projectId, input.idempotencyKey),
-      input.priceVersion,
-      input.id,
-      input.apiKeyId,
-      input.tool,
-      input.model,
-      input.category,
-      JSON.stringify(input.arguments),
-      input.priceVersion,
-      input.totalSteps,
-      r,
-      input.idempotencyKey,
-      input.requestDigest,
-      input.dispatchDeadlineMs,
-      input.routingKey,
-      JSON.stringify({ executionId: input.id, projectId: input.projectId }),
-      randomUUID(),
-      r,
-      r,
-    ]));
+      reserved: r,
+      bindingLock: bindingLockKey(input.projectId, input.idempotencyKey),
+      priceVersion: input.priceVersion,
+      id: input.id,
+      apiKeyId: input.apiKeyId,
+      tool: input.tool,
+      model: input.model,
+      category: input.category,
+      arguments: JSON.stringify(input.arguments),
+      totalSteps: input.totalSteps,
+      idempotencyKey: input.idempotencyKey,
+      requestDigest: input.requestDigest,
+      dispatchDeadlineMs: input.dispatchDeadlineMs,
+      transactionId: randomUUID(),
+    }));
   } catch (err) {
     // the key is bound already (perhaps by a concurrent twin): nothing of this one was written
     if (!(isUniqueViolation(err) && (err as { constraint?: unknown }).constraint === IDEMPOTENCY_CONSTRAINT)) throw err;
     rows = [];
   }
   const row = rows[0];
-  if (row) return { kind: 'created', execution: toExecution(row), outboxId: row.outbox_id };
+  if (row) {
+    const outbox = toOutboxEntry({ id: row.outbox_id, routing_key: row.outbox_routing_key, payload: row.outbox_payload });
+    return { kind: 'created', execution: toExecution(row), outbox };
+  }
 
   // Nothing was written: the key is bound (a resend is answered with its execution whatever
   // the balance is now), an upload expired or was deleted since the gateway checked it, or the
@@ -142,8 +135,8 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   if (existing) return { kind: 'existing', execution: existing };
   if (fileIds.length > 0) {
     const live = await db.raw<{ rows: { id: string }[] }>(
-      `SELECT id FROM files WHERE project_id = ? AND id = ANY(?::text[]) AND deleted_at IS NULL AND expires_at > tes_now()`,
-      [input.projectId, fileIds] as unknown as Knex.RawBinding[],
+      `SELECT id FROM files WHERE project_id = :projectId AND id = ANY(:fileIds::text[]) AND deleted_at IS NULL AND expires_at > tes_now()`,
+      { projectId: input.projectId, fileIds },
     );
     const gone = fileIds.find((id) => !live.rows.some((row) => row.id === id));
     if (gone) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: gone } });
@@ -159,8 +152,8 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
     await db.raw<{ rows: { available_micros: number; reserved_micros: number; monthly_cap_micros: number | null; month_charged: number }[] }>(
       `SELECT available_micros, reserved_micros, monthly_cap_micros,
               CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END AS month_charged
-         FROM projects WHERE id = ?`,
-      [input.projectId],
+         FROM projects WHERE id = :projectId`,
+      { projectId: input.projectId },
     )
   ).rows[0];
   if (!p || p.available_micros < r) {
@@ -171,7 +164,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, hooks: { bef
   if (p.monthly_cap_micros !== null && Number(p.month_charged) + p.reserved_micros + r > p.monthly_cap_micros) {
     throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
   }
-  if (attempt < 2) return submitExecution(db, input, hooks, attempt + 1);
+  if (attempt < 2) return submitExecution(db, input, attempt + 1);
   throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'the balance changed while the submit was judged; retry' } });
 }
 
@@ -185,7 +178,7 @@ const bindingLockKey = (projectId: string, key: string) => `tes.binding:${projec
  */
 export async function findBindingSettled(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {
   return db.transaction(async (trx) => {
-    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(?, 0))', [bindingLockKey(projectId, key)]);
+    await trx.raw('SELECT pg_advisory_xact_lock(hashtextextended(:lock, 0))', { lock: bindingLockKey(projectId, key) });
     return findByIdempotencyKey(trx, projectId, key);
   });
 }

@@ -4,7 +4,7 @@ import { findBindingSettled, getLiveFile, getSteps, submitExecution, type Execut
 import type { ResolvedInput } from '@tes/catalog';
 import type { Knex } from 'knex';
 import { isTerminal } from '@tes/core';
-import { crashPoint } from '@tes/observability';
+import { crashPoint } from '@tes/lifecycle';
 import { authOf, requireScope } from '../auth';
 import type { GatewayDeps } from '../context';
 import { publicExecution } from '../serialize';
@@ -99,7 +99,6 @@ export function toolRoutes(deps: GatewayDeps): Router {
       throw err;
     }
 
-    const routingKey = deps.routingKeyFor(input.tool.category);
     // a crash here: nothing was written, the resend creates the execution
     crashPoint('gateway.submit.before_write');
     const result = await submitExecution(db, {
@@ -115,7 +114,6 @@ export function toolRoutes(deps: GatewayDeps): Router {
       reservedMicros,
       idempotencyKey,
       requestDigest,
-      routingKey,
       fileIds: (input.tool.inputFiles?.(input.arguments) ?? []).map((ref) => ref.fileId),
       dispatchDeadlineMs: deps.config.dispatchDeadlineMs,
     });
@@ -123,7 +121,7 @@ export function toolRoutes(deps: GatewayDeps): Router {
     if (result.kind === 'existing') return replay(deps, res, result.execution, auth.keyId, requestDigest);
 
     const e = result.execution;
-    deps.dispatcher.dispatch(result.outboxId, routingKey, { executionId: e.id, projectId: e.projectId });
+    deps.dispatcher.dispatch(result.outbox);
     deps.metrics.executionsTotal.inc({ tool: e.tool, status: 'queued' });
     deps.logger.info('gateway.execution.accepted', {
       requestId: res.locals.requestId,
