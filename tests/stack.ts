@@ -6,7 +6,8 @@ import type Transport from 'winston-transport';
 import { loadConfig, type Config } from '@tes/config';
 import { auditLedger, createDb, type AuditReport } from '@tes/db';
 import { AmqpClient, deleteTopology, topologyNames } from '@tes/messaging';
-import { createLogger, type Logger, type Stoppable } from '@tes/observability';
+import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
+import { createLogger, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { CaptureTransport, loadOpenApi, OpenApiValidator, createTestDatabase, seedProject, startEmbeddedS3, type SeededProject, type TestDatabase, type EmbeddedS3 } from '@tes/testing';
 import { Catalog } from '@tes/catalog';
@@ -42,12 +43,20 @@ export interface StackOptions {
 /**
  * The whole service in this process, on real infrastructure over sockets: a fresh
  * Postgres database, a queue prefix of its own on the local RabbitMQ, an S3 server with
- * signature checks and a bucket of its own.
+ * signature checks and a bucket of its own. A start that fails part-way stops what it had
+ * started, and stop() stops everything, newest first (the worker, the relay, the gateway,
+ * then the test's pool, the queues, the database and S3).
  */
-export async function startStack(options: StackOptions = {}): Promise<TestStack> {
+export function startStack(options: StackOptions = {}): Promise<TestStack> {
+  return startCleanly((started) => buildStack(options, started));
+}
+
+async function buildStack(options: StackOptions, started: StartedParts): Promise<TestStack> {
   const id = randomBytes(4).toString('hex');
   const s3: EmbeddedS3 = await startEmbeddedS3();
+  started.add('s3', () => s3.stop());
   const database: TestDatabase = await createTestDatabase();
+  started.add('database', () => database.drop());
   const env: Record<string, string> = {
     DATABASE_URL: database.url,
     AMQP_URL: process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672',
@@ -77,19 +86,25 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
   if (process.env.TEST_LOGS === '1') transports.push(new winston.transports.Console());
   const logger = createLogger({ service: 'test', level: 'debug', transports });
   const store = new ObjectStore(config.s3);
-  await store.ensureBucket();
-  store.close();
+  try {
+    await store.ensureBucket();
+  } finally {
+    store.close();
+  }
+  // the services declare the stack's queues as they start: removed once they are stopped
+  started.add('queues', () => deleteStackTopology(config, logger));
   const db = createDb({ url: database.url, poolMax: 5 });
+  started.add('db', () => db.destroy());
 
-  const parts: Stoppable[][] = [];
   const gateway = await startGateway(config, logger);
-  parts.push(gateway.parts);
-  let worker: RunningWorker | undefined;
+  started.add('gateway', () => stopQuietly(gateway.parts));
   let relay: RunningRelay | undefined;
   if (options.relay !== false) {
-    relay = await startRelay(config, logger);
-    parts.push(relay.parts);
+    const r = await startRelay(config, logger);
+    started.add('relay', () => stopQuietly(r.parts));
+    relay = r;
   }
+  let stopping: Promise<void> | undefined;
   const stack: TestStack = {
     config,
     db,
@@ -97,7 +112,7 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
     gatewayMetricsPort: gateway.metricsPort,
     logs,
     logger,
-    worker,
+    worker: undefined,
     relay,
     http: () => validatingAgent(`http://127.0.0.1:${gateway.port}`),
     seed: (o) => seedProject(db, o),
@@ -112,24 +127,35 @@ export async function startStack(options: StackOptions = {}): Promise<TestStack>
       stack.worker = undefined;
       if (w) for (const p of w.parts) await p.stop();
     },
-    stop: async () => {
-      await stack.stopWorker();
-      for (const group of parts.reverse()) for (const p of group) await p.stop().catch(() => undefined);
-      await db.destroy();
-      const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'test-cleanup' });
-      await amqp.addSetup(async (conn) => {
-        const ch = await conn.createChannel();
-        await deleteTopology(ch, topologyNames(config.amqpPrefix, config.waitRecheckMs), new Catalog({ enableTestTools: true }).categories());
-        await ch.close();
-      });
-      await amqp.start();
-      await amqp.stop();
-      await database.drop();
-      await s3.stop();
-    },
+    stop: () =>
+      (stopping ??= (async () => {
+        await stack.stopWorker();
+        // everything is stopped even when a step fails; then the first failure is the test's
+        const failures: Error[] = [];
+        await started.stopAll(60_000, (part, err) => failures.push(new Error(`stopping the test stack's ${part} failed`, { cause: err })));
+        if (failures[0]) throw failures[0];
+      })()),
   };
+  // the worker is the newest part: stopped first
+  started.add('worker', () => stack.stopWorker());
   if (options.worker !== false) await stack.startWorker();
   return stack;
+}
+
+/** A service's parts in its own shutdown order; a part that fails to stop does not keep the others running. */
+async function stopQuietly(parts: Stoppable[]): Promise<void> {
+  for (const p of parts) await p.stop().catch(() => undefined);
+}
+
+async function deleteStackTopology(config: Config, logger: Logger): Promise<void> {
+  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'test-cleanup' });
+  await amqp.addSetup(async (conn) => {
+    const ch = await conn.createChannel();
+    await deleteTopology(ch, topologyNames(config.amqpPrefix, config.waitRecheckMs), new Catalog({ enableTestTools: true }).categories());
+    await ch.close();
+  });
+  await amqp.start();
+  await amqp.stop();
 }
 
 export function bearer(secret: string): Record<string, string> {

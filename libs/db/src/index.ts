@@ -13,4 +13,3 @@ export * from './files';
 export * from './janitor';
 export * from './rate-limits';
 export * from './key-changes';
-export * from './webhooks';

@@ -3,7 +3,8 @@ import { AggregatorRegistry, Registry, type MetricObjectWithValues, type MetricV
 
 type MetricJson = MetricObjectWithValues<MetricValue<string>>;
 import type { Config } from '@tes/config';
-import { HealthServer, type Logger, type Stoppable } from '@tes/observability';
+import type { Stoppable } from '@tes/lifecycle';
+import { HealthServer, type Logger } from '@tes/observability';
 
 /**
  * The gateway on several cores (GATEWAY_PROCESSES > 1): a primary that serves no request

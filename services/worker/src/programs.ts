@@ -1,6 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { StepError } from '@tes/core';
-import { crashPoint } from '@tes/observability';
+import { crashPoint } from '@tes/lifecycle';
 
 export interface ProgramResult {
   stdout: Buffer;

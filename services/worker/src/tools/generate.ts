@@ -1,5 +1,5 @@
 import { StepError } from '@tes/core';
-import { crashPoint } from '@tes/observability';
+import { crashPoint } from '@tes/lifecycle';
 import { fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
 import { backoffDelayMs } from '../providers/http';
 import { OutcomeUnknown, type StepContext, type StepWait } from '../runner';

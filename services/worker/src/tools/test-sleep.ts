@@ -1,5 +1,5 @@
 import { StepError } from '@tes/core';
-import { crashPoint } from '@tes/observability';
+import { crashPoint } from '@tes/lifecycle';
 import { abortableSleep, type ToolRunner } from '../runner';
 
 /** test.sleep: sleep, then cost costMicrosPerStep; the last step writes a small text file. */

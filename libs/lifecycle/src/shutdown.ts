@@ -1,9 +1,5 @@
-import type { Logger } from './logger';
-
-export interface Stoppable {
-  name: string;
-  stop: () => Promise<void>;
-}
+import type { Logger } from '@tes/observability';
+import { stopInOrder, type Stoppable } from './stop';
 
 /**
  * One per process: on SIGTERM/SIGINT stops the parts in the order given (intake first,
@@ -31,37 +27,21 @@ export class ShutdownCoordinator {
 
   private async run(reason: string): Promise<number> {
     this.logger.info('process.shutdown.begin', { reason, deadlineMs: this.deadlineMs });
-    const deadline = Date.now() + this.deadlineMs;
-    let code = 0;
-    for (const part of this.parts) {
-      const left = Math.max(deadline - Date.now(), 100);
-      let timer: NodeJS.Timeout | undefined;
-      try {
-        await Promise.race([
-          part.stop(),
-          new Promise((_, reject) => {
-            timer = setTimeout(() => reject(new Error(`timed out after ${left} ms`)), left);
-          }),
-        ]);
-      } catch (err) {
-        code = 1;
-        this.logger.error('process.shutdown.part_failed', { part: part.name, err });
-      } finally {
-        if (timer) clearTimeout(timer);
-      }
-    }
+    const clean = await stopInOrder(this.parts, this.deadlineMs, (part, err) => this.logger.error('process.shutdown.part_failed', { part, err }));
+    const code = clean ? 0 : 1;
     this.logger.info('process.shutdown.done', { reason, code });
     return code;
   }
 
   /**
-   * Wire SIGTERM and SIGINT; `exit` is main.ts's process.exit. A signal that arrives while
-   * stopping (a supervisor and a terminal both signalling, a gateway process told by its
-   * primary and by Ctrl-C) joins the stop under way: with no listener left, node's default
-   * action would kill the process in the middle of draining. A second Ctrl-C (SIGINT) exits
-   * at once, with 130.
+   * Wire SIGTERM and SIGINT; `exit` receives the code the process should end with (main.ts
+   * calls process.exit with it). A signal that arrives while stopping (a supervisor and a
+   * terminal both signalling, a gateway process told by its primary and by Ctrl-C) joins the
+   * stop under way: with no listener left, node's default action would kill the process in
+   * the middle of draining. A second Ctrl-C (SIGINT) asks to exit at once, with 130.
+   * Returns a function that removes the handlers.
    */
-  installSignalHandlers(exit: (code: number) => void): void {
+  installSignalHandlers(exit: (code: number) => void): () => void {
     let interrupted = false;
     const onSignal = (signal: NodeJS.Signals) => {
       if (this.stopping) {
@@ -80,5 +60,9 @@ export class ShutdownCoordinator {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    return () => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    };
   }
 }

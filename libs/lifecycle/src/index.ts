@@ -1,0 +1,5 @@
+export * from './stop';
+export * from './shutdown';
+export * from './startup';
+export * from './run-service';
+export * from './crash-point';
