@@ -2,7 +2,7 @@ import { randomFillSync } from 'node:crypto';
 import { monotonicFactory } from 'ulid';
 
 /** Prefixes of every public identifier (api-contract.md, "ID form"). */
-export type IdPrefix = 'org' | 'prj' | 'key' | 'file' | 'exe' | 'art';
+export type IdPrefix = 'org' | 'prj' | 'key' | 'file' | 'exe' | 'art' | 'whk';
 
 /**
  * ulid's own source asks the OS-backed CSPRNG for one byte at a time (16 calls per id); this

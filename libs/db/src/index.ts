@@ -13,3 +13,4 @@ export * from './files';
 export * from './janitor';
 export * from './rate-limits';
 export * from './key-changes';
+export * from './webhooks';

@@ -1,10 +1,12 @@
 import pg from 'pg';
 import { KEY_CHANGES_CHANNEL } from './accounts';
 
-export interface KeyChangeListenerOptions {
+export interface NotificationListenerOptions {
   url: string;
-  /** A key changed (revoked, created): forget what is cached for this lookup id. */
-  onChange: (lookupId: string) => void;
+  /** A handler per channel, called with each notification's payload. */
+  channels: Readonly<Record<string, (payload: string) => void>>;
+  /** The connection's application_name (pg_stat_activity). */
+  applicationName?: string;
   /**
    * Listening started or stopped. While not listening, changes may be missed: a cache must
    * not be trusted (and on the start after a gap, everything cached is stale).
@@ -16,17 +18,18 @@ export interface KeyChangeListenerOptions {
 }
 
 /**
- * LISTENs on KEY_CHANGES_CHANNEL on a connection of its own (a pooled connection cannot hold a
- * LISTEN) and reconnects with backoff when it drops. Notifications are sent by revokeApiKey and
- * createApiKey when their statement commits.
+ * LISTENs on some channels on a connection of its own (a pooled connection cannot hold a
+ * LISTEN) and reconnects with backoff when it drops. A notification is delivered when the
+ * transaction that sent it commits; while the connection is down, notifications are lost, which
+ * `onListening(false)` announces.
  */
-export class KeyChangeListener {
+export class NotificationListener {
   private client: pg.Client | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private delay: number;
 
-  constructor(private readonly o: KeyChangeListenerOptions) {
+  constructor(private readonly o: NotificationListenerOptions) {
     this.delay = o.retryMs ?? 200;
   }
 
@@ -38,7 +41,7 @@ export class KeyChangeListener {
   private async connect(): Promise<void> {
     if (this.stopped) return;
     // keepAlive: a half-open connection would otherwise look like one that is listening
-    const client = new pg.Client({ connectionString: this.o.url, application_name: 'tes-key-changes', keepAlive: true });
+    const client = new pg.Client({ connectionString: this.o.url, application_name: this.o.applicationName ?? 'tes-listener', keepAlive: true });
     let lost = false;
     const onLost = (err?: Error) => {
       if (lost) return;
@@ -54,11 +57,12 @@ export class KeyChangeListener {
     client.on('error', onLost);
     client.on('end', () => onLost());
     client.on('notification', (n) => {
-      if (n.channel === KEY_CHANGES_CHANNEL && n.payload) this.o.onChange(n.payload);
+      const handler = Object.hasOwn(this.o.channels, n.channel) ? this.o.channels[n.channel] : undefined;
+      if (handler && n.payload) handler(n.payload);
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${KEY_CHANGES_CHANNEL}`);
+      for (const channel of Object.keys(this.o.channels)) await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
     } catch (err) {
       onLost(err as Error);
       return;
@@ -88,5 +92,15 @@ export class KeyChangeListener {
     const c = this.client;
     this.client = undefined;
     if (c) await c.end().catch(() => undefined);
+  }
+}
+
+/**
+ * Key changes: revokeApiKey and createApiKey notify KEY_CHANGES_CHANNEL with the key's lookup id
+ * when their statement commits; `onChange` forgets what is cached for it.
+ */
+export class KeyChangeListener extends NotificationListener {
+  constructor(o: Omit<NotificationListenerOptions, 'channels'> & { onChange: (lookupId: string) => void }) {
+    super({ applicationName: 'tes-key-changes', ...o, channels: { [KEY_CHANGES_CHANNEL]: o.onChange } });
   }
 }

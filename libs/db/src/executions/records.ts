@@ -141,12 +141,24 @@ export async function getExecution(db: Knex, projectId: string, id: string): Pro
   return row ? toExecution(row) : null;
 }
 
+/** An execution as the API shows it: the record, its steps, and its version. */
+export interface ExecutionView {
+  execution: ExecutionRecord;
+  steps: StepRecord[];
+  /**
+   * Grows with every change the public execution object shows (status, a step starting or
+   * ending, cancelRequested, ...), in the order they committed (migration 20261123000013):
+   * the id of its server-sent events.
+   */
+  version: number;
+}
+
 /**
- * An execution of the project with its steps, in one round trip (the status poll, the most
- * frequent read of the API).
+ * An execution of the project with its steps and version, in one round trip (the status
+ * poll, the most frequent read of the API).
  */
-export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<{ execution: ExecutionRecord; steps: StepRecord[] } | null> {
-  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[] })[] }>(
+export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<ExecutionView | null> {
+  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[]; version: string })[] }>(
     db,
     'tes_execution_poll',
     `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
@@ -155,13 +167,14 @@ export async function getExecutionWithSteps(db: Knex, projectId: string, id: str
                         'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
                         'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
                         'finished_at', s.finished_at) ORDER BY s.index)
-                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps
+                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps,
+            GREATEST(e.change_seq, coalesce((SELECT max(s.change_seq) FROM execution_steps s WHERE s.execution_id = e.id), 0)) AS version
        FROM executions e WHERE e.id = :id AND e.project_id = :projectId`,
     { id, projectId },
   );
   const row = res.rows[0];
   if (!row) return null;
-  return { execution: toExecution(row), steps: row.steps.map(toStep) };
+  return { execution: toExecution(row), steps: row.steps.map(toStep), version: Number(row.version) };
 }
 
 /** Worker-side read by id alone (messages carry both ids; the worker checks they agree). */

@@ -11,6 +11,7 @@ import * as m9 from './20261121000009_waiting_lease_index';
 import * as m10 from './20261123000010_database_truth';
 import * as m11 from './20261123000011_submit_guard';
 import * as m12 from './20261123000012_backfill_execution_files';
+import * as m13 from './20261123000013_execution_changes';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
@@ -26,4 +27,5 @@ export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
   ['20261123000010_database_truth', m10],
   ['20261123000011_submit_guard', m11],
   ['20261123000012_backfill_execution_files', m12],
+  ['20261123000013_execution_changes', m13],
 ];
