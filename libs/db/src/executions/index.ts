@@ -3,3 +3,4 @@ export * from './submit';
 export * from './lease';
 export * from './steps';
 export * from './settle';
+export * from './public';
