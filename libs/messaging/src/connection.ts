@@ -52,6 +52,10 @@ export class AmqpClient {
     if (this.conn) await hook(this.conn);
   }
 
+  /**
+   * `listener(false)` when the current connection is lost or stop() drops it, `listener(true)`
+   * once a (re)connect has replayed every hook. Consumers use it to end a recovery's wait.
+   */
   onConnectionChange(listener: (connected: boolean) => void): void {
     this.listeners.add(listener);
   }
@@ -109,12 +113,6 @@ export class AmqpClient {
         delay = nextRetry(delay);
       }
     }
-  }
-
-  /** Forces a reconnect (used when a channel died but the connection did not). */
-  async reset(): Promise<void> {
-    const conn = this.conn;
-    if (conn) await conn.close().catch(() => undefined);
   }
 
   async stop(): Promise<void> {

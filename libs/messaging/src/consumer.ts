@@ -88,10 +88,6 @@ export class Consumer {
     private readonly logger: Logger,
   ) {}
 
-  get active(): number {
-    return this.inFlight.size;
-  }
-
   /** True while the broker has a live consumer of this queue for us (readiness). */
   get consuming(): boolean {
     return this.live !== undefined && !this.stopping;

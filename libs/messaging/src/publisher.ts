@@ -48,10 +48,6 @@ export class ConfirmPublisher {
     return this.opening;
   }
 
-  get ready(): boolean {
-    return this.channel !== undefined;
-  }
-
   async publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void> {
     const ch = await this.channelForPublish();
     return new Promise<void>((resolve, reject) => {
