@@ -1,7 +1,7 @@
 /** @type {import('jest').Config} */
 const path = require('node:path');
 
-const libs = ['core', 'config', 'observability', 'lifecycle', 'db', 'messaging', 'storage', 'catalog', 'testing'];
+const libs = ['core', 'config', 'observability', 'lifecycle', 'db', 'messaging', 'storage', 'outbound', 'catalog', 'testing'];
 const services = ['gateway', 'worker', 'relay', 'admin'];
 
 module.exports = {

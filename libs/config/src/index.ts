@@ -65,6 +65,17 @@ export interface Config {
   /** Allow provider traffic to loopback and private addresses (tests with local fakes only). */
   readonly providerAllowPrivateNetworks: boolean;
   readonly providerJobTimeoutMs: number;
+  /** Allow webhook deliveries to loopback and private addresses (off in production; `npm start` turns it on). */
+  readonly webhookAllowPrivate: boolean;
+  /** One delivery attempt's deadline (connect, send, answer). */
+  readonly webhookTimeoutMs: number;
+  /** Deliveries one relay sends at once (at most a quarter of them to one endpoint). */
+  readonly webhookConcurrency: number;
+  /**
+   * Delays before each retry of a failed delivery; after the last the delivery is failed.
+   * Default 1 s, 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h, 8 h (32 h in all).
+   */
+  readonly webhookRetryDelaysMs: readonly number[];
   readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string };
   readonly providers: {
     readonly replicateApiToken: string | undefined;
@@ -95,6 +106,13 @@ export const DEFAULTS = {
 } as const;
 
 export type Env = Record<string, string | undefined>;
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+/** Standard Webhooks-like: quick retries for a blip, then hours apart, for more than a day. */
+export const DEFAULT_WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
+  1_000, 5_000, 30_000, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 8 * HOUR, 8 * HOUR,
+];
 
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
@@ -128,6 +146,17 @@ export function loadConfig(env: Env = process.env): Config {
     if (['0', 'false', 'no'].includes(raw.toLowerCase())) return false;
     problems.push(`${name} must be 1/0 or true/false, got "${raw}"`);
     return fallback;
+  };
+  /** A comma-separated list of 1 to 30 delays in ms, each from 100 ms to 24 h. */
+  const delays = (name: string, fallback: readonly number[]): readonly number[] => {
+    const raw = env[name];
+    if (raw === undefined || raw.trim() === '') return fallback;
+    const parts = raw.split(',').map((p) => p.trim());
+    if (parts.length > 30 || parts.some((p) => !/^\d+$/.test(p) || Number(p) < 100 || Number(p) > 24 * HOUR)) {
+      problems.push(`${name} must be 1 to 30 comma-separated delays in ms, each from 100 to ${24 * HOUR}, got "${raw}"`);
+      return fallback;
+    }
+    return parts.map(Number);
   };
   const url = (name: string, fallback: string, protocols: string[]): string => {
     const v = str(name, fallback);
@@ -205,6 +234,10 @@ export function loadConfig(env: Env = process.env): Config {
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),
     providerAllowPrivateNetworks: bool('PROVIDER_ALLOW_PRIVATE_NETWORKS', false),
     providerJobTimeoutMs: int('PROVIDER_JOB_TIMEOUT_MS', 30 * 60_000, 100, 24 * 3_600_000),
+    webhookAllowPrivate: bool('WEBHOOK_ALLOW_PRIVATE', false),
+    webhookTimeoutMs: int('WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
+    webhookConcurrency: int('WEBHOOK_CONCURRENCY', 16, 1, 1_000),
+    webhookRetryDelaysMs: delays('WEBHOOK_RETRY_DELAYS_MS', DEFAULT_WEBHOOK_RETRY_DELAYS_MS),
     providerBaseUrls: {
       replicate: url('REPLICATE_BASE_URL', 'https://api.replicate.com/v1', ['https:', 'http:']),
       fal: url('FAL_QUEUE_URL', 'https://queue.fal.run', ['https:', 'http:']),

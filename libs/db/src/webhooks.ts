@@ -94,6 +94,7 @@ export async function listWebhookDeliveries(db: Knex, executionId: string): Prom
 /** A claimed delivery: what the deliverer needs to send one attempt. */
 export interface DueDelivery {
   id: string;
+  endpointId: string;
   projectId: string;
   executionId: string;
   eventType: WebhookEvent;
@@ -108,17 +109,21 @@ export interface DueDelivery {
 
 /**
  * Claims up to `limit` pending deliveries that are due, taking at most `perEndpoint` per
- * endpoint (one slow or failing endpoint cannot take every slot), with FOR UPDATE SKIP LOCKED
+ * endpoint and none of `excludeEndpoints` (the caller's busy ones: one slow or failing
+ * endpoint cannot take every slot), with FOR UPDATE SKIP LOCKED
  * so that relays share the work. A claim is a lease: the row's next attempt moves `leaseMs`
  * ahead and its attempt is counted now, so a deliverer that dies mid-send only delays it.
  * Index: webhook_deliveries_due_idx.
  */
-export async function claimDueDeliveries(db: Knex, options: { limit: number; perEndpoint: number; leaseMs: number }): Promise<DueDelivery[]> {
+export async function claimDueDeliveries(
+  db: Knex,
+  options: { limit: number; perEndpoint: number; leaseMs: number; excludeEndpoints?: readonly string[] },
+): Promise<DueDelivery[]> {
   const res = await db.raw<{ rows: Record<string, unknown>[] }>(
     `WITH due AS (
        SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS n
          FROM webhook_deliveries d
-        WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+        WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND d.endpoint_id <> ALL(:exclude::text[])
         ORDER BY d.next_attempt_at
         LIMIT :scan
      ), picked AS (
@@ -131,11 +136,12 @@ export async function claimDueDeliveries(db: Knex, options: { limit: number; per
         SET next_attempt_at = now() + (:leaseMs * interval '1 millisecond'), attempts = d.attempts + 1
        FROM picked, webhook_endpoints w
       WHERE d.id = picked.id AND w.id = d.endpoint_id
-      RETURNING d.id, d.project_id, d.execution_id, d.event_type, w.url, w.secret, d.payload, d.event_at, d.attempts - 1 AS attempts`,
-    { scan: options.limit * 10, perEndpoint: options.perEndpoint, limit: options.limit, leaseMs: options.leaseMs },
+      RETURNING d.id, d.endpoint_id, d.project_id, d.execution_id, d.event_type, w.url, w.secret, d.payload, d.event_at, d.attempts - 1 AS attempts`,
+    { scan: options.limit * 10, perEndpoint: options.perEndpoint, limit: options.limit, leaseMs: options.leaseMs, exclude: [...(options.excludeEndpoints ?? [])] },
   );
   return res.rows.map((r) => ({
     id: r.id as string,
+    endpointId: r.endpoint_id as string,
     projectId: r.project_id as string,
     executionId: r.execution_id as string,
     eventType: r.event_type as WebhookEvent,

@@ -20,6 +20,8 @@ export interface Metrics {
   ledgerAuditOk: Gauge<string>;
   settledMicros: Counter<'tool'>;
   executionFailures: Counter<'tool' | 'error_code'>;
+  webhookAttempts: Counter<'outcome'>;
+  webhookDeliveryLag: Histogram<string>;
 }
 
 export function createMetrics(service: string, withDefaults = true): Metrics {
@@ -108,6 +110,18 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       name: 'tes_execution_failures_total',
       help: 'Executions that ended failed, by tool and error code',
       labelNames: ['tool', 'error_code'],
+      registers: [registry],
+    }),
+    webhookAttempts: new Counter({
+      name: 'tes_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered, retry (will be tried again) or failed (given up)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    webhookDeliveryLag: new Histogram({
+      name: 'tes_webhook_delivery_lag_seconds',
+      help: 'Time from the event (the execution ending) to its successful delivery',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
       registers: [registry],
     }),
   };

@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
 import { isAppError } from '@tes/core';
-import { COMMANDS, UsageError, type CommandSpec } from './commands';
+import { COMMANDS } from './commands';
+import { UsageError, type CommandSpec } from './spec';
 
 export interface CliIo {
   out: (text: string) => void;
@@ -64,7 +65,7 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Pr
       allowPositionals: command.positionals !== undefined,
       strict: true,
     });
-    values = parsed.values as Record<string, string | undefined>;
+    values = parsed.values;
     positionals = parsed.positionals;
     for (const [k, o] of Object.entries(command.options)) {
       if (o.required && (values[k] === undefined || values[k] === '')) throw new UsageError(`--${k} is required`);

@@ -17,32 +17,8 @@ import {
   setMonthlyCap,
   settleExecution,
 } from '@tes/db';
-
-/** A usage or input error: exit 2 with the message, nothing changed. */
-export class UsageError extends Error {}
-
-export interface CommandSpec {
-  /** e.g. "key create" */
-  name: string;
-  summary: string;
-  options: Record<string, { description: string; required?: boolean }>;
-  /** Positional arguments, described for --help. */
-  positionals?: string;
-  run(db: Knex, opts: Record<string, string | undefined>, positionals: string[]): Promise<unknown>;
-}
-
-function micros(value: string | undefined, name: string): number {
-  if (value === undefined || !/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new UsageError(`${name} must be a whole number of micro-USD (1 USD = 1000000)`);
-  }
-  return Number(value);
-}
-
-function required(opts: Record<string, string | undefined>, name: string): string {
-  const v = opts[name];
-  if (v === undefined || v === '') throw new UsageError(`--${name} is required`);
-  return v;
-}
+import { micros, required, UsageError, type CommandSpec } from './spec';
+import { WEBHOOK_COMMANDS } from './webhook-commands';
 
 export async function devSeed(db: Knex): Promise<{ organizationId: string; projectId: string; keyId: string; secret: string; availableMicros: number }> {
   const org = await createOrganization(db, 'Development');
@@ -208,6 +184,7 @@ export const COMMANDS: CommandSpec[] = [
     options: {},
     run: (db) => auditLedger(db),
   },
+  ...WEBHOOK_COMMANDS,
   {
     name: 'dev seed',
     summary: 'Create an organization, a project with $100 and an all-scopes ADMIN key; print them.',

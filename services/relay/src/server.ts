@@ -2,21 +2,24 @@ import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
 import { createDb, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
-import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
+import { StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
+import { GuardedHttp } from '@tes/outbound';
 import { Relay } from './relay';
+import { WebhookDeliverer } from './webhooks';
 import { StateMetrics } from './state-metrics';
 
 export interface RunningRelay {
   relay: Relay;
+  webhooks: WebhookDeliverer;
   metricsPort: number;
   parts: Stoppable[];
 }
 
 /** Builds and starts every part of the relay from config; a start that fails stops what it started. */
 export function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
-  return startCleanly((started) => buildRelay(config, logger, started), { logger, deadlineMs: config.shutdownTimeoutMs });
+  return buildRelay(config, logger, new StartedParts());
 }
 
 async function buildRelay(config: Config, logger: Logger, started: StartedParts): Promise<RunningRelay> {
@@ -46,6 +49,17 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
   });
   relay.start();
   started.add('relay', () => relay.stop());
+  const webhooks = new WebhookDeliverer({
+    db,
+    http: new GuardedHttp({ allowPrivateNetworks: config.webhookAllowPrivate }),
+    logger,
+    metrics,
+    concurrency: config.webhookConcurrency,
+    timeoutMs: config.webhookTimeoutMs,
+    retryDelaysMs: config.webhookRetryDelaysMs,
+  });
+  webhooks.start();
+  started.add('webhooks', () => webhooks.stop());
   const deadLetters = new Consumer(amqp, { queue: names.deadLetterQueue, concurrency: 1, handler: (payload) => relay.handleDeadLetter(payload) }, logger);
   started.add('dead-letters', () => deadLetters.stop());
   await deadLetters.start();
@@ -70,9 +84,11 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
   logger.info('relay.started', { intervalMs: config.outboxSweepIntervalMs, metricsPort });
   return {
     relay,
+    webhooks,
     metricsPort,
     parts: [
       { name: 'relay', stop: () => relay.stop() },
+      { name: 'webhooks', stop: () => webhooks.stop() },
       { name: 'dead-letters', stop: () => deadLetters.stop() },
       { name: 'state-metrics', stop: () => state.stop() },
       { name: 'amqp', stop: () => amqp.stop() },

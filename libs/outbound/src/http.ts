@@ -1,0 +1,216 @@
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import { backOff } from 'exponential-backoff';
+import ipaddr from 'ipaddr.js';
+import { abortableSleep } from './sleep';
+
+/** Refused before any byte is sent: the request could not have had an effect. */
+export class BlockedAddressError extends Error {
+  constructor(host: string, address: string, range: string) {
+    super(`refusing to connect to ${host} (${address} is ${range})`);
+    this.name = 'BlockedAddressError';
+  }
+}
+
+/** A response with a status outside 2xx. */
+export class HttpStatusError extends Error {
+  constructor(
+    readonly status: number,
+    readonly body: string,
+    readonly retryAfterMs: number | undefined,
+  ) {
+    super(`HTTP ${status}: ${body.slice(0, 300)}`);
+    this.name = 'HttpStatusError';
+  }
+}
+
+export interface HttpResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: Buffer;
+}
+
+export interface RequestOptions {
+  headers?: Record<string, string>;
+  body?: Buffer | string;
+  signal: AbortSignal;
+  timeoutMs?: number;
+  maxBytes?: number;
+}
+
+export interface GuardedHttpOptions {
+  /** Tests and local development talk to loopback; production never reaches private networks. */
+  allowPrivateNetworks: boolean;
+}
+
+function checkAddress(host: string, address: string, allowPrivate: boolean): void {
+  if (allowPrivate) return;
+  const range = ipaddr.process(address).range();
+  if (range !== 'unicast') throw new BlockedAddressError(host, address, range);
+}
+
+/**
+ * HTTP for everything we send to addresses others chose: providers' APIs and the output URLs
+ * they hand back (the worker), webhook endpoints (the relay). Every address a name resolves to is checked before connecting, inside the
+ * connection's own lookup, so DNS rebinding cannot slip a private address in between the
+ * check and the connect: loopback, private, link-local (cloud metadata) and other non-public
+ * ranges are refused unless explicitly allowed. Redirects are followed by hand, each hop
+ * checked the same way. Bodies are capped.
+ */
+export class GuardedHttp {
+  constructor(private readonly o: GuardedHttpOptions) {}
+
+  async request(method: string, url: string, r: RequestOptions, redirects = 3): Promise<HttpResponse> {
+    const res = await this.once(method, url, r);
+    if ([301, 302, 303, 307, 308].includes(res.status) && res.headers.location && redirects > 0) {
+      const next = new URL(res.headers.location, url).toString();
+      return this.request(res.status === 303 ? 'GET' : method, next, r, redirects - 1);
+    }
+    return res;
+  }
+
+  private once(method: string, url: string, r: RequestOptions): Promise<HttpResponse> {
+    const u = new URL(url);
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') return Promise.reject(new Error(`unsupported URL scheme ${u.protocol}`));
+    const host = u.hostname.replace(/^\[|\]$/g, '');
+    const allow = this.o.allowPrivateNetworks;
+    try {
+      // An IP literal never goes through lookup: check it here.
+      if (net.isIP(host)) checkAddress(host, host, allow);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const lookup: net.LookupFunction = (hostname, options, callback) => {
+      dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+        if (err) return callback(err, '', 4);
+        const list = addresses as dns.LookupAddress[];
+        try {
+          for (const a of list) checkAddress(hostname, a.address, allow);
+        } catch (e) {
+          return callback(e as NodeJS.ErrnoException, '', 4);
+        }
+        if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
+        const first = list[0]!;
+        callback(null, first.address, first.family);
+      });
+    };
+    const maxBytes = r.maxBytes ?? 64 * 1024 * 1024;
+    const mod = u.protocol === 'https:' ? https : http;
+    return new Promise((resolve, reject) => {
+      const req = mod.request(
+        u,
+        { method, headers: r.headers, lookup, signal: r.signal, timeout: r.timeoutMs ?? 30_000 },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          let tooLarge = false;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size > maxBytes) {
+              tooLarge = true;
+              res.destroy();
+              return;
+            }
+            chunks.push(c);
+          });
+          const finish = () => {
+            if (tooLarge) reject(new Error(`response larger than ${maxBytes} bytes`));
+            else resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+          };
+          res.on('end', finish);
+          res.on('close', () => {
+            if (tooLarge) finish();
+          });
+          res.on('error', reject);
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('request timed out')));
+      req.on('error', reject);
+      req.end(r.body);
+    });
+  }
+
+  /** JSON request; non-2xx statuses reject with HttpStatusError. */
+  async json<T>(method: string, url: string, r: RequestOptions & { json?: unknown }): Promise<T> {
+    const body = r.json === undefined ? r.body : JSON.stringify(r.json);
+    const headers = { Accept: 'application/json', ...(r.json !== undefined ? { 'Content-Type': 'application/json' } : {}), ...r.headers };
+    const res = await this.request(method, url, { ...r, headers, ...(body !== undefined ? { body } : {}) });
+    if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8'), retryAfterMs(res.headers));
+    return JSON.parse(res.body.toString('utf8')) as T;
+  }
+}
+
+/** A Retry-After header (seconds or an HTTP date) in milliseconds. */
+export function retryAfterMs(headers: http.IncomingHttpHeaders): number | undefined {
+  const v = headers['retry-after'];
+  if (typeof v !== 'string') return undefined;
+  const seconds = Number(v);
+  if (Number.isFinite(seconds)) return seconds * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+/**
+ * Bounded retries (exponential-backoff, with jitter, honouring Retry-After up to 10 s).
+ * `retryable` decides per error; requests that may have had an effect must not be retried
+ * (a provider POST that failed with a 500 may have created a job).
+ */
+export async function withRetries<T>(fn: () => Promise<T>, retryable: (err: unknown) => boolean, signal: AbortSignal, attempts = 4): Promise<T> {
+  return backOff(fn, {
+    numOfAttempts: attempts,
+    startingDelay: 200,
+    maxDelay: 5_000,
+    jitter: 'full',
+    retry: async (err: unknown) => {
+      if (signal.aborted || !retryable(err)) return false;
+      const wait = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
+      if (wait) await abortableSleep(Math.min(wait, 10_000), signal);
+      return true;
+    },
+  });
+}
+
+/** Exponential backoff with full jitter: a random delay up to min(capMs, baseMs * 2^attempt). */
+export function backoffDelayMs(attempt: number, baseMs: number, capMs: number): number {
+  return Math.random() * Math.min(capMs, baseMs * 2 ** attempt);
+}
+
+/**
+ * Retries `fn` while `retryable` says so, with exponential backoff and full jitter (or the
+ * answer's Retry-After), starting a new attempt only while it would begin within `windowMs`
+ * of the first. A window rather than an attempt count bounds the time: one attempt may take
+ * its whole request timeout, and the caller's step has a deadline of its own. The sleeps
+ * end at once when `signal` aborts (exponential-backoff's own sleeps cannot be aborted).
+ * Rejects with the last error.
+ */
+export async function retryWithin<T>(fn: () => Promise<T>, retryable: (err: unknown) => boolean, signal: AbortSignal, windowMs: number): Promise<T> {
+  const until = Date.now() + windowMs;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (signal.aborted || !retryable(err)) throw err;
+      const hinted = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
+      const delay = hinted ?? backoffDelayMs(attempt, 200, 2_000);
+      if (Date.now() + delay > until) throw err;
+      await abortableSleep(delay, signal);
+    }
+  }
+}
+
+/** Safe to retry for reads: rate limits, timeouts, server errors and network failures. */
+export function retryableRead(err: unknown): boolean {
+  if (err instanceof BlockedAddressError) return false;
+  if (err instanceof HttpStatusError) return err.status === 408 || err.status === 429 || err.status >= 500;
+  return true;
+}
+
+/**
+ * Safe to retry for a request that creates provider work: only answers that say the request
+ * was not taken (429, 503). Anything else after sending may have created a job.
+ */
+export function retryableCreate(err: unknown): boolean {
+  return err instanceof HttpStatusError && (err.status === 429 || err.status === 503);
+}

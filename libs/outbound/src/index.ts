@@ -1,0 +1,3 @@
+export * from './http';
+export * from './sleep';
+export * from './webhook-signature';

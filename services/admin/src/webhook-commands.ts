@@ -1,0 +1,91 @@
+import type { Knex } from 'knex';
+import { isId } from '@tes/core';
+import {
+  createWebhookEndpoint,
+  deleteWebhookEndpoint,
+  getExecutionById,
+  listWebhookDeliveries,
+  listWebhookEndpoints,
+  WEBHOOK_EVENTS,
+  type WebhookEvent,
+} from '@tes/db';
+import { required, UsageError, type CommandSpec } from './spec';
+
+/** An http(s) URL without credentials in it (a secret in a URL ends up in logs and proxies). */
+function endpointUrl(raw: string): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new UsageError('--url must be an absolute http:// or https:// URL');
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new UsageError('--url must be an absolute http:// or https:// URL');
+  if (u.username || u.password) throw new UsageError('--url must not carry credentials; the signature authenticates each delivery');
+  if (raw.length > 2_000) throw new UsageError('--url is longer than 2000 characters');
+  return u.toString();
+}
+
+function events(raw: string | undefined): WebhookEvent[] | undefined {
+  if (raw === undefined) return undefined;
+  const list = [...new Set(raw.split(',').map((e) => e.trim()).filter(Boolean))];
+  const unknown = list.filter((e) => !(WEBHOOK_EVENTS as readonly string[]).includes(e));
+  if (list.length === 0 || unknown.length > 0) {
+    throw new UsageError(`unknown events: ${unknown.join(', ') || '(none given)'}; allowed: ${WEBHOOK_EVENTS.join(', ')}`);
+  }
+  return list as WebhookEvent[];
+}
+
+async function projectExists(db: Knex, projectId: string): Promise<void> {
+  if (!isId('prj', projectId) || !(await db('projects').where({ id: projectId }).first('id'))) throw new UsageError(`project ${projectId} not found`);
+}
+
+/** Webhook endpoints per project, and what was delivered to them (issue #13). */
+export const WEBHOOK_COMMANDS: CommandSpec[] = [
+  {
+    name: 'webhook create',
+    summary: 'Register a webhook endpoint for a project; its signing secret is printed once.',
+    options: {
+      project: { description: 'project id (prj_...)', required: true },
+      url: { description: 'http(s) URL that receives the events (POST, Standard Webhooks signatures)', required: true },
+      events: { description: `comma-separated subset of ${WEBHOOK_EVENTS.join(',')} (default: all)` },
+    },
+    run: async (db, o) => {
+      const projectId = required(o, 'project');
+      const url = endpointUrl(required(o, 'url'));
+      const subscribed = events(o.events);
+      await projectExists(db, projectId);
+      const e = await createWebhookEndpoint(db, { projectId, url, ...(subscribed ? { events: subscribed } : {}) });
+      return { id: e.id, secret: e.secret, url: e.url, events: e.events };
+    },
+  },
+  {
+    name: 'webhook list',
+    summary: "List a project's webhook endpoints (never their secrets).",
+    options: { project: { description: 'project id (prj_...)', required: true } },
+    run: async (db, o) => {
+      const projectId = required(o, 'project');
+      await projectExists(db, projectId);
+      return { data: await listWebhookEndpoints(db, projectId) };
+    },
+  },
+  {
+    name: 'webhook delete',
+    summary: 'Delete a webhook endpoint: nothing more is sent to it, and its pending deliveries end failed.',
+    options: { id: { description: 'endpoint id (whk_...)', required: true } },
+    run: async (db, o) => {
+      const id = required(o, 'id');
+      if (!isId('whk', id) || !(await deleteWebhookEndpoint(db, id))) throw new UsageError(`webhook endpoint ${id} not found`);
+      return { id, deleted: true };
+    },
+  },
+  {
+    name: 'webhook deliveries',
+    summary: "An execution's webhook deliveries: event, endpoint, status, attempts, last status code, next retry.",
+    options: { execution: { description: 'execution id (exe_...)', required: true } },
+    run: async (db, o) => {
+      const executionId = required(o, 'execution');
+      if (!isId('exe', executionId) || !(await getExecutionById(db, executionId))) throw new UsageError(`execution ${executionId} not found`);
+      return { data: await listWebhookDeliveries(db, executionId) };
+    },
+  },
+];

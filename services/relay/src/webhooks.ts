@@ -1,0 +1,163 @@
+import type { Knex } from 'knex';
+import {
+  claimDueDeliveries,
+  fixDeliveryPayload,
+  getExecutionById,
+  getSteps,
+  publicExecution,
+  recordDeliveryAttempt,
+  type DueDelivery,
+} from '@tes/db';
+import type { Logger, Metrics } from '@tes/observability';
+import { webhookHeaders, type GuardedHttp } from '@tes/outbound';
+
+export interface WebhookDelivererOptions {
+  db: Knex;
+  http: Pick<GuardedHttp, 'request'>;
+  logger: Logger;
+  metrics: Metrics;
+  /** Attempts in flight at once; one endpoint gets at most a quarter of them (at least 1). */
+  concurrency: number;
+  timeoutMs: number;
+  /** Delay before each retry; past the last, the delivery is failed. */
+  retryDelaysMs: readonly number[];
+  /** How often due deliveries are looked for while none arrive (default 250 ms). */
+  pollMs?: number;
+}
+
+/**
+ * Sends webhook deliveries (Standard Webhooks format), at least once. The rows come from the
+ * database (written by the statement that ended the execution); a delivery is claimed as a
+ * lease, sent outside any transaction, and its outcome recorded: a 2xx delivers it, anything
+ * else (another status, a refused address, a timeout) schedules the next attempt, until the
+ * retry schedule is spent. A relay that dies mid-attempt leaves the row leased; it is tried
+ * again when the lease ends. Attempts run concurrently and independently: a slow endpoint holds
+ * its own slots, never another's or settlement's.
+ */
+export class WebhookDeliverer {
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private polling: Promise<void> | undefined;
+  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly perEndpoint = new Map<string, number>();
+  private readonly abort = new AbortController();
+
+  constructor(private readonly o: WebhookDelivererOptions) {}
+
+  start(): void {
+    this.schedule(0);
+  }
+
+  /** Looks for due deliveries now (a test, or a notification that one was written). */
+  async poll(): Promise<number> {
+    if (this.stopped) return 0;
+    const free = this.o.concurrency - this.inFlight.size;
+    if (free <= 0) return 0;
+    const limitPerEndpoint = Math.max(1, Math.floor(this.o.concurrency / 4));
+    const busy = [...this.perEndpoint].filter(([, n]) => n >= limitPerEndpoint).map(([id]) => id);
+    const due = await claimDueDeliveries(this.o.db, {
+      limit: free,
+      perEndpoint: limitPerEndpoint,
+      leaseMs: this.o.timeoutMs * 2 + 5_000,
+      excludeEndpoints: busy,
+    });
+    for (const d of due) {
+      this.perEndpoint.set(d.endpointId, (this.perEndpoint.get(d.endpointId) ?? 0) + 1);
+      const run = this.attempt(d).finally(() => {
+        this.inFlight.delete(d.id);
+        const n = (this.perEndpoint.get(d.endpointId) ?? 1) - 1;
+        if (n <= 0) this.perEndpoint.delete(d.endpointId);
+        else this.perEndpoint.set(d.endpointId, n);
+      });
+      this.inFlight.set(d.id, run);
+    }
+    return due.length;
+  }
+
+  /** Waits for the attempts in flight (tests). */
+  async idle(): Promise<void> {
+    await Promise.allSettled([...this.inFlight.values()]);
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.polling = this.poll()
+        .then((n) => this.schedule(n > 0 ? 0 : (this.o.pollMs ?? 250)))
+        .catch((err: unknown) => {
+          this.o.logger.warn('relay.webhook.poll_failed', { err: (err as Error).message });
+          this.schedule(Math.max(1_000, this.o.pollMs ?? 250));
+        });
+    }, ms);
+  }
+
+  private async attempt(d: DueDelivery): Promise<void> {
+    const { db, logger, metrics } = this.o;
+    const log = { deliveryId: d.id, endpointId: d.endpointId, executionId: d.executionId, eventType: d.eventType, attempt: d.attempts + 1 };
+    let statusCode: number | null = null;
+    let error: string | null = null;
+    try {
+      const body = JSON.stringify(await this.payload(d));
+      const res = await this.o.http.request('POST', d.url, {
+        headers: webhookHeaders(d.secret, d.id, body),
+        body,
+        signal: this.abort.signal,
+        timeoutMs: this.o.timeoutMs,
+        maxBytes: 64 * 1024,
+      }, 0);
+      statusCode = res.status;
+      if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
+    } catch (err) {
+      error = (err as Error).message.slice(0, 300);
+    }
+    if (this.abort.signal.aborted && error !== null) return; // shutting down: the lease brings it back
+    const delivered = error === null;
+    const retryIn = this.o.retryDelaysMs[d.attempts];
+    const retryAt = delivered || retryIn === undefined ? null : new Date(Date.now() + jitter(retryIn));
+    try {
+      await recordDeliveryAttempt(db, d.id, { delivered, statusCode, error, retryAt });
+    } catch (err) {
+      // the lease ends and the attempt is made again: at least once, never lost
+      logger.warn('relay.webhook.record_failed', { ...log, err: (err as Error).message });
+      return;
+    }
+    const outcome = delivered ? 'delivered' : retryAt ? 'retry' : 'failed';
+    metrics.webhookAttempts.inc({ outcome });
+    if (delivered) {
+      metrics.webhookDeliveryLag.observe((Date.now() - Date.parse(d.eventAt)) / 1000);
+      logger.info('relay.webhook.delivered', { ...log, statusCode });
+    } else {
+      logger.warn(outcome === 'failed' ? 'relay.webhook.failed' : 'relay.webhook.retry', {
+        ...log,
+        statusCode,
+        reason: error,
+        ...(retryAt ? { nextAttemptAt: retryAt.toISOString() } : {}),
+      });
+    }
+  }
+
+  /** The event body, built once from the ended execution and kept, so every attempt sends the same. */
+  private async payload(d: DueDelivery): Promise<Record<string, unknown>> {
+    if (d.payload) return d.payload;
+    const execution = await getExecutionById(this.o.db, d.executionId);
+    if (!execution) throw new Error(`execution ${d.executionId} not found`);
+    const steps = await getSteps(this.o.db, execution.projectId, [execution.id]);
+    const payload = { type: d.eventType, timestamp: d.eventAt, data: publicExecution(execution, steps) };
+    await fixDeliveryPayload(this.o.db, d.id, payload);
+    return payload;
+  }
+
+  /** Stops polling and abandons attempts in flight (their leases bring them back to another relay). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    await this.polling?.catch(() => undefined);
+    this.abort.abort(new Error('relay shutting down'));
+    await this.idle();
+  }
+}
+
+/** ±10 %, so deliveries that failed together do not all come back in the same instant. */
+function jitter(ms: number): number {
+  return Math.round(ms * (0.9 + Math.random() * 0.2));
+}
