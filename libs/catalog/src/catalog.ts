@@ -1,16 +1,7 @@
 import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { AppError, MAX_STEPS } from '@tes/core';
-import { imageRender } from './tools/image-render';
-import { testSleep } from './tools/test-sleep';
-import { imageGenerate } from './tools/image-generate';
-import { videoGenerate } from './tools/video-generate';
-import { imageTransform } from './tools/image-transform';
-import { audioSpeech } from './tools/audio-speech';
-import { audioTranscode } from './tools/audio-transcode';
-import { videoSlideshow } from './tools/video-slideshow';
-import { videoThumbnail } from './tools/video-thumbnail';
-import { videoTranscode } from './tools/video-transcode';
+import { builtinTools } from './tools';
 import type { ProviderAvailability, ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
 export interface CatalogOptions {
@@ -24,7 +15,10 @@ export interface CatalogOptions {
 export interface ResolvedInput {
   tool: ToolDefinition;
   model: string;
-  /** The arguments with schema defaults applied: what is quoted, stored and run. */
+  /**
+   * The arguments with schema defaults applied: what is quoted, stored and run. Checked
+   * against the tool's schema, so they are that tool's `Args` (see ToolDefinition).
+   */
   arguments: Record<string, unknown>;
   plan: StepPlan[];
 }
@@ -51,19 +45,8 @@ export class Catalog {
 
   constructor(options: CatalogOptions) {
     const providers: ProviderAvailability = { replicate: false, fal: false, openai: false, ...options.providers };
-    const defs = [
-      imageRender,
-      imageGenerate(providers),
-      imageTransform,
-      audioSpeech(providers),
-      audioTranscode,
-      videoSlideshow,
-      videoThumbnail,
-      videoTranscode,
-      videoGenerate(providers),
-      ...(options.enableTestTools ? [testSleep] : []),
-      ...(options.extraTools ?? []),
-    ];
+    const { 'test.sleep': testSleep, ...tools } = builtinTools(providers);
+    const defs: ToolDefinition[] = [...Object.values(tools), ...(options.enableTestTools ? [testSleep] : []), ...(options.extraTools ?? [])];
     this.tools = new Map(defs.map((d) => [d.name, d]));
     const ajv = new Ajv2020({ allErrors: true, strict: true, strictRequired: false, useDefaults: true, coerceTypes: false });
     addFormats(ajv);
@@ -111,9 +94,7 @@ export class Catalog {
   quote(input: ResolvedInput, prices: PriceList, priceVersion: string): Quote {
     const price = modelPrice(prices, input.tool.name, input.model);
     const { units } = input.tool.estimateUnits(input.arguments);
-    const maximum = input.tool.maximumCharge
-      ? input.tool.maximumCharge(input.arguments, price)
-      : Math.max(price.minimumMicros, units * price.unitPriceMicros);
+    const maximum = costOf(input.tool, units, price, input.arguments);
     return {
       tool: input.tool.name,
       model: input.model,
@@ -126,10 +107,13 @@ export class Catalog {
     };
   }
 
-  /** Charge for units actually used, under the execution's price list; never above `cap`. */
-  charge(toolName: string, model: string, units: number, prices: PriceList, cap: number): number {
-    const price = modelPrice(prices, toolName, model);
-    return Math.min(cap, Math.max(price.minimumMicros, units * price.unitPriceMicros));
+  /**
+   * What `units` of a step's work cost under the execution's price list, before any cap (the
+   * worker caps a step's cost at what remains of the reservation). The same pricing as the
+   * quote's maximum, so a step that produced the estimated units costs at most the quote.
+   */
+  cost(tool: ToolDefinition, model: string, units: number, prices: PriceList, args: object): number {
+    return costOf(tool, units, modelPrice(prices, tool.name, model), args);
   }
 
   /** The public catalog (`GET /tools` data). */
@@ -166,6 +150,11 @@ export class Catalog {
       }),
     };
   }
+}
+
+/** The tool's own pricing when it has one, else max(minimum, units x unit price). */
+function costOf(tool: ToolDefinition, units: number, price: ModelPrice, args: object): number {
+  return tool.cost ? tool.cost(units, price, args) : Math.max(price.minimumMicros, units * price.unitPriceMicros);
 }
 
 function modelPrice(prices: PriceList, tool: string, model: string): ModelPrice {

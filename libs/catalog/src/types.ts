@@ -35,8 +35,20 @@ export interface InputFileRef {
   pointer: string;
 }
 
-export interface StepPlan {
-  name: string;
+/** One step of a plan. `Step` is the tool's union of step names. */
+export interface StepPlan<Step extends string = string> {
+  /** Which of the tool's steps runs: the worker calls its runner's function of this name. */
+  name: Step;
+  /**
+   * The name recorded and shown for this step when it differs from `name`: a tool that runs
+   * one step several times tells them apart (test.sleep's sleep_0, sleep_1, ...).
+   */
+  label?: string;
+  /**
+   * The step is charged for the units it reports (priced by the catalog, see `cost`). A step
+   * without it is free and must report 0 units (a probe that only checks the input).
+   */
+  billed?: boolean;
   /**
    * True when the step calls an external provider that may charge us: if a crash leaves
    * its outcome unknown, the execution goes to needs_review instead of a rerun.
@@ -51,7 +63,16 @@ export interface UnitEstimate {
   units: number;
 }
 
-export interface ToolDefinition {
+/**
+ * A tool: its JSON Schema, models, pricing and steps, typed by the arguments `Args` its schema
+ * admits (with defaults applied) and the union `Step` of its step names. Declare one with
+ * `defineTool<Args>()({ ... })`; the worker's runner for it is keyed by the same step names.
+ *
+ * The members that take `Args` are methods, so a definition is assignable to the erased
+ * `ToolDefinition` the catalog holds (method parameters are bivariant). The one place the
+ * erasure is undone is `Catalog.resolve`: ajv has checked the arguments against the schema.
+ */
+export interface ToolDefinition<Args extends object = object, Step extends string = string> {
   name: string;
   category: string;
   description: string;
@@ -60,19 +81,32 @@ export interface ToolDefinition {
   inputSchema: Record<string, unknown>;
   example: Record<string, unknown>;
   models: ModelDefinition[];
+  /** Every step the tool can plan, as a literal tuple: `plan` names only these. */
+  steps: readonly Step[];
   /** Price description of a model given its price entry, e.g. "$0.001 per megapixel". */
   describePrice(price: ModelPrice): string;
   /** The most units this input can use (pure: same input, same answer). */
-  estimateUnits(args: Record<string, unknown>): UnitEstimate;
+  estimateUnits(args: Args): UnitEstimate;
   /**
-   * Maximum charge for the input. Default: max(minimum, units x unit price).
-   * A tool may price from its arguments instead (test.sleep).
+   * What `units` of this input cost under the model's price: the quote's maximum prices the
+   * estimate, the worker each billed step's reported units. Default: max(minimum, units x
+   * unit price). A tool may price from its arguments instead (test.sleep).
    */
-  maximumCharge?(args: Record<string, unknown>, price: ModelPrice): number;
+  cost?(units: number, price: ModelPrice, args: Args): number;
   /** Ordered steps the worker runs for this input. */
-  plan(args: Record<string, unknown>): StepPlan[];
+  plan(args: Args): StepPlan<NoInfer<Step>>[];
   /** Uploaded files the input names; checked to exist in the project before quoting. */
-  inputFiles?(args: Record<string, unknown>): InputFileRef[];
+  inputFiles?(args: Args): InputFileRef[];
+}
+
+/**
+ * Declares a tool typed by its arguments: `defineTool<MyArgs>()({ name, steps: ['probe',
+ * 'run'], plan, ... })`. Two calls because TypeScript cannot take `Args` from the caller and
+ * infer the step names in one: they are read from the literal `steps` tuple alone, so `plan`
+ * may only name those, and the worker's runner must implement each.
+ */
+export function defineTool<Args extends object>() {
+  return <const Step extends string>(definition: ToolDefinition<Args, Step>): ToolDefinition<Args, Step> => definition;
 }
 
 /** Which providers have credentials configured (their models are available only then). */

@@ -1,5 +1,5 @@
 import { AppError } from '@tes/core';
-import { Catalog, checkPriceList, DEFAULT_PRICE_LIST, IMAGE_RENDER_LIMITS, type PriceList } from '@tes/catalog';
+import { builtinTools, Catalog, checkPriceList, DEFAULT_PRICE_LIST, IMAGE_RENDER_LIMITS, type PriceList } from '@tes/catalog';
 
 const VERSION = '2026-11-01.1';
 const catalog = new Catalog({ enableTestTools: true, providers: { replicate: true, fal: true, openai: true } });
@@ -36,6 +36,16 @@ describe('examples', () => {
         expect(resolved.plan.length).toBeGreaterThan(0);
         const q = catalog.quote(resolved, DEFAULT_PRICE_LIST, VERSION);
         expect(Number.isSafeInteger(q.maximumChargeMicros)).toBe(true);
+      }
+    }
+  });
+
+  it('every built-in tool is registered under its own name, and plans only steps it declares', () => {
+    const all = builtinTools({ replicate: true, fal: true, openai: true });
+    for (const [name, tool] of Object.entries(all)) {
+      expect(tool.name).toBe(name);
+      for (const example of [tool.example, ...tool.models.map((m) => ({ ...m.example, model: m.id }))]) {
+        for (const step of catalog.resolve(name, example).plan) expect(tool.steps).toContain(step.name);
       }
     }
   });
@@ -87,6 +97,18 @@ describe('quote', () => {
     expect(quoteOf('test.sleep', { seconds: 1, steps: 20, costMicrosPerStep: 1_000_000 }).maximumChargeMicros).toBe(20_000_000);
     expect(quoteOf('test.sleep', { seconds: 1, steps: 5, costMicrosPerStep: 0 }).maximumChargeMicros).toBe(0);
     expect(catalog.resolve('test.sleep', { seconds: 0, steps: 4, costMicrosPerStep: 1 }).plan).toHaveLength(4);
+  });
+
+  it('prices a step\'s units as the quote prices the estimate, before any cap', () => {
+    const render = catalog.get('image.render')!;
+    const prices: PriceList = { currency: 'usd', tools: { 'image.render': { models: { sharp: { unitPriceMicros: 2_500, minimumMicros: 4_000 } } } } };
+    expect(catalog.cost(render, 'sharp', 1, prices, {})).toBe(4_000); // the minimum
+    expect(catalog.cost(render, 'sharp', 3, prices, {})).toBe(7_500);
+    expect(catalog.cost(render, 'sharp', 0, prices, {})).toBe(4_000); // a billed step with no units still pays the minimum
+    // test.sleep prices from its arguments: one unit per step at costMicrosPerStep, whatever the list says
+    const sleep = catalog.resolve('test.sleep', { seconds: 0, steps: 3, costMicrosPerStep: 700 });
+    expect(catalog.cost(sleep.tool, 'sleep', 1, DEFAULT_PRICE_LIST, sleep.arguments)).toBe(700);
+    expect(sleep.plan.map((s) => [s.name, s.label, s.billed])).toEqual([['sleep', 'sleep_0', true], ['sleep', 'sleep_1', true], ['sleep', 'sleep_2', true]]);
   });
 
   it('a model missing from the price list cannot be quoted', () => {

@@ -1,8 +1,7 @@
-import type { SharpSandbox } from './media/sharp-sandbox';
-import type { Catalog, PriceList } from '@tes/catalog';
-import type { ExecutionRecord, StepRecord } from '@tes/db';
+import type { ToolArgs, ToolName, ToolStep } from '@tes/catalog';
+import type { StepRecord } from '@tes/db';
 import type { Logger } from '@tes/observability';
-import type { ObjectStore } from '@tes/storage';
+import type { SharpSandbox } from './media/sharp-sandbox';
 import type { ProviderSetup } from './providers/common';
 
 /** A file a step produced; the engine stores it and records it as an artifact. */
@@ -13,8 +12,11 @@ export interface ProducedFile {
 }
 
 export interface StepResult {
-  /** What this step cost us (micro-USD). The execution is charged the sum, capped at the reservation. */
-  costMicros: number;
+  /**
+   * Billing units this step produced, in the tool's unit (a non-negative integer; 0 for a free
+   * step). The engine prices them with the catalog under the execution's price version.
+   */
+  units: number;
   /** Small JSON a later attempt or step may need (never file bytes). */
   checkpoint?: Record<string, unknown>;
   files?: ProducedFile[];
@@ -33,8 +35,8 @@ export interface StepWait {
 
 export type StepOutcome = StepResult | StepWait;
 
-export function isWait(o: StepOutcome): o is StepWait {
-  return (o as StepWait).wait === true;
+export function isWait(o: object): o is StepWait {
+  return 'wait' in o;
 }
 
 /**
@@ -50,10 +52,10 @@ export class OutcomeUnknown extends Error {
 }
 
 export interface StepContext {
-  execution: ExecutionRecord;
-  args: Record<string, unknown>;
+  /** Fields naming the execution in log lines (never its arguments). */
+  logFields: { executionId: string; projectId: string; tool: string };
+  /** The step's position in the plan (0-based). */
   index: number;
-  name: string;
   /** Aborted on deadline, lost lease or shutdown: pass it to child processes, HTTP and S3 calls. */
   signal: AbortSignal;
   /** Steps already recorded for this execution (checkpoints of earlier steps). */
@@ -67,7 +69,6 @@ export interface StepContext {
    * soon as the provider answered the create, before anything else can fail.
    */
   recordExternalRef(ref: string, checkpoint?: Record<string, unknown>): Promise<void>;
-  prices: PriceList;
   /** A private temporary folder for this attempt, removed when the execution stops here. */
   workDir: string;
   /**
@@ -75,8 +76,6 @@ export interface StepContext {
    * invalid_input_file when the file is gone (expired or deleted since the submit).
    */
   inputFile(fileId: string): Promise<InputFile>;
-  catalog: Pick<Catalog, 'get' | 'charge'>;
-  store: ObjectStore;
   logger: Logger;
   /** HTTP client (address-guarded), base URLs and credentials for provider-backed models. */
   providers: ProviderSetup;
@@ -90,10 +89,23 @@ export interface InputFile {
   sizeBytes: number;
 }
 
-/** The worker-side implementation of a catalog tool: runs one named step at a time. */
-export interface ToolRunner {
-  runStep(ctx: StepContext): Promise<StepOutcome>;
-}
+/** Runs one step of a tool, given the arguments its schema admitted (defaults applied). */
+export type StepFn<Args> = (ctx: StepContext, args: Args) => Promise<StepOutcome>;
+
+/** The worker side of a tool: one function per step name of its catalog definition. */
+export type ToolRunner<Args extends object, Step extends string> = Readonly<Record<Step, StepFn<Args>>>;
+
+/** The runner of built-in tool `T`, typed by its catalog definition's arguments and steps. */
+export type RunnerOf<T extends ToolName> = ToolRunner<ToolArgs<T>, ToolStep<T>>;
+
+/** A runner for every built-in tool: leaving out a tool, or a step of one, does not compile. */
+export type Runners = { readonly [T in ToolName]: RunnerOf<T> };
+
+/**
+ * A runner as the engine holds it, its arguments' type erased: the engine passes it the
+ * stored arguments, which the catalog checked against the tool's schema at submit.
+ */
+export type AnyRunner = Readonly<Record<string, StepFn<never>>>;
 
 /** Resolves after `ms`, or rejects with the signal's reason when aborted first. */
 export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {

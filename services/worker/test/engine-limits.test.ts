@@ -9,7 +9,7 @@ import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type
 import { StepEngine } from '../src/engine';
 import { ProviderHttp } from '../src/providers/http';
 import { runProgram } from '../src/programs';
-import type { ToolRunner } from '../src/runner';
+import type { AnyRunner } from '../src/runner';
 
 /**
  * The engine's own bounds, driven directly on a real database and S3: the 21st step fails
@@ -44,14 +44,14 @@ const manySteps: ToolDefinition = {
   inputSchema: { type: 'object' },
   example: {},
   models: [{ id: 'sleep', description: '', example: {}, available: true }],
+  steps: ['step'],
   describePrice: () => '',
   estimateUnits: () => ({ units: 21 }),
-  maximumCharge: () => 21_000,
-  plan: () => Array.from({ length: 21 }, (_, i) => ({ name: `s${i}` })),
+  plan: () => Array.from({ length: 21 }, (_, i) => ({ name: 'step', label: `s${i}`, billed: true })),
 };
 
 /** An engine for one extra tool, on the test's database and S3; nothing waits or is deferred here. */
-function engineFor(tool: ToolDefinition, runner: ToolRunner, objectStore: ObjectStore, extra: { earlyAckAfterMs?: number } = {}): StepEngine {
+function engineFor(tool: ToolDefinition, runner: AnyRunner, objectStore: ObjectStore, extra: { earlyAckAfterMs?: number } = {}): StepEngine {
   return new StepEngine({
     ...extra,
     db,
@@ -68,7 +68,8 @@ function engineFor(tool: ToolDefinition, runner: ToolRunner, objectStore: Object
   });
 }
 
-const oneThousandPerStep: ToolRunner = { runStep: async () => ({ costMicros: 1_000 }) };
+// one unit per step, at the 1,000 micros per unit the test prices publish
+const oneThousandPerStep: AnyRunner = { step: () => Promise.resolve({ units: 1 }) };
 
 it('the 21st step fails the execution with step_limit_exceeded, charging the 20 that ran', async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
@@ -122,7 +123,7 @@ it("an aborted step kills its program (SIGTERM, then SIGKILL if it ignores it)",
 
 it('objects a fenced-out worker stored are deleted, not left in the bucket forever', async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
-  const oneStep: ToolDefinition = { ...manySteps, name: 'test.one', plan: () => [{ name: 'render' }], maximumCharge: () => 1_000 };
+  const oneStep: ToolDefinition = { ...manySteps, name: 'test.one', steps: ['render'], plan: () => [{ name: 'render', billed: true }] };
   const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.one': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } } });
   const id = newId('exe');
   await submitExecution(db, {
@@ -131,10 +132,10 @@ it('objects a fenced-out worker stored are deleted, not left in the bucket forev
   });
   // The step's result is stored, but meanwhile its lease went to another worker (as the reaper
   // would hand it on after an expiry): the step's record is refused, so no row names the object.
-  const stolen: ToolRunner = {
-    runStep: async () => {
+  const stolen: AnyRunner = {
+    render: async () => {
       await db('executions').where({ id }).update({ lease_owner: 'wrk_other' });
-      return { costMicros: 1_000, files: [{ body: Buffer.from('orphan?'), format: 'txt', mimeType: 'text/plain' }] };
+      return { units: 1, files: [{ body: Buffer.from('orphan?'), format: 'txt', mimeType: 'text/plain' }] };
     },
   };
   const keys: string[] = [];
@@ -154,15 +155,14 @@ it('objects a fenced-out worker stored are deleted, not left in the bucket forev
 
 it("a long execution's message is acked after earlyAckAfterMs while it runs on, a short one's when it ends", async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
-  const slow: ToolDefinition = { ...manySteps, name: 'test.slow', plan: () => [{ name: 'wait' }], maximumCharge: () => 0 };
+  const slow: ToolDefinition = { ...manySteps, name: 'test.slow', steps: ['wait'], plan: () => [{ name: 'wait' }] };
   const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.slow': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } } } });
   const events: string[] = [];
-  const runner: ToolRunner = {
-    runStep: async (ctx) => {
-      const ms = (ctx.execution.arguments as { ms: number }).ms;
+  const runner: AnyRunner = {
+    wait: async (_ctx, { ms }: { ms: number }) => {
       await new Promise((r) => setTimeout(r, ms));
       events.push(`step done ${ms}`);
-      return { costMicros: 0 };
+      return { units: 0 };
     },
   };
   const engine = engineFor(slow, runner, store, { earlyAckAfterMs: 300 });
@@ -183,14 +183,14 @@ it("a long execution's message is acked after earlyAckAfterMs while it runs on, 
 
 it('a provider step that times out after its job was created goes to needs_review with the money held, not failed at zero', async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
-  const external: ToolDefinition = { ...manySteps, name: 'test.external', plan: () => [{ name: 'generate', external: true, timeoutMs: 300 }], maximumCharge: () => 4_000 };
+  const external: ToolDefinition = { ...manySteps, name: 'test.external', steps: ['generate'], plan: () => [{ name: 'generate', billed: true, external: true, timeoutMs: 300 }] };
   const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.external': { models: { sleep: { unitPriceMicros: 4_000, minimumMicros: 0 } } } } });
   // created at the provider (its reference recorded), then no answer before the step's deadline
-  const hangs = (created: boolean): ToolRunner => ({
-    runStep: async (ctx) => {
+  const hangs = (created: boolean): AnyRunner => ({
+    generate: async (ctx) => {
       if (created) await ctx.recordExternalRef('job-123');
       await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(ctx.signal.reason), { once: true }));
-      return { costMicros: 0 };
+      return { units: 0 };
     },
   });
   for (const created of [true, false]) {

@@ -1,5 +1,5 @@
 import { ceilDiv, formatUsd } from '@tes/core';
-import type { ProviderAvailability, ToolDefinition } from '../types';
+import { defineTool, type ProviderAvailability } from '../types';
 
 /**
  * espeak-ng voices offered (each checked to exist in espeak-ng 1.51's data). The schema
@@ -31,6 +31,16 @@ export const AUDIO_SPEECH_LIMITS = {
   maxArtifactBytes: 50 * 1024 * 1024,
 } as const;
 
+/** audio.speech's arguments as its schema admits them, defaults applied. */
+export interface AudioSpeechArgs {
+  model: string;
+  text: string;
+  voice?: string;
+  rate: number;
+  pitch: number;
+  format: 'wav' | 'mp3';
+}
+
 /** Billing units: started blocks of 1,000 characters (Unicode code points, as the schema counts). */
 export function speechUnits(text: string): number {
   return Math.max(1, ceilDiv(Array.from(text).length, 1_000));
@@ -42,12 +52,13 @@ export function speechUnits(text: string): number {
  * charge is from the text's character count, known before the run, so quote and charge agree.
  * Voices differ per model; the schema checks the voice against the chosen model's set.
  */
-export function audioSpeech(p: ProviderAvailability): ToolDefinition {
-  return {
+export function audioSpeech(p: ProviderAvailability) {
+  return defineTool<AudioSpeechArgs>()({
   name: 'audio.speech',
   category: 'audio',
   description: 'Text to speech as WAV (16-bit PCM) or MP3 with espeak-ng.',
   unit: '1k_characters',
+  steps: ['synthesize'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -102,8 +113,8 @@ export function audioSpeech(p: ProviderAvailability): ToolDefinition {
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per 1,000 characters, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({ units: speechUnits(args.text as string) }),
+  estimateUnits: (args) => ({ units: speechUnits(args.text) }),
   // the OpenAI call may cost money once sent: external, so a crash mid-call means needs_review
-  plan: (args) => [{ name: 'synthesize', timeoutMs: 180_000, external: args.model === OPENAI_SPEECH_MODEL }],
-  };
+  plan: (args) => [{ name: 'synthesize', billed: true, timeoutMs: 180_000, external: args.model === OPENAI_SPEECH_MODEL }],
+  });
 }

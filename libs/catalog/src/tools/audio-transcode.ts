@@ -1,5 +1,5 @@
 import { formatUsd } from '@tes/core';
-import type { ToolDefinition } from '../types';
+import { defineTool } from '../types';
 
 /** Bounds of audio.transcode: the schema documents them and the worker enforces these same values. */
 export const AUDIO_TRANSCODE_LIMITS = {
@@ -15,17 +15,30 @@ export const AUDIO_TRANSCODE_LIMITS = {
 
 export const AUDIO_SAMPLE_RATES = [8000, 16000, 22050, 44100, 48000] as const;
 
+/** audio.transcode's arguments as its schema admits them, defaults applied. */
+export interface AudioTranscodeArgs {
+  model: string;
+  fileId: string;
+  format: 'wav' | 'mp3';
+  startSeconds: number;
+  durationSeconds?: number;
+  normalize: boolean;
+  sampleRate?: (typeof AUDIO_SAMPLE_RATES)[number];
+  channels?: 1 | 2;
+}
+
 /**
  * audio.transcode: an uploaded WAV, MP3 or MP4 (its first audio track) to WAV or MP3 with
  * ffmpeg: trim, EBU R128 loudness normalisation, resampling, up/down-mixing. The quote does
  * not see the file, so its maximum is from the arguments alone (durationSeconds, else the
  * 600 s cap); the charge is the output's measured duration in started seconds, capped there.
  */
-export const audioTranscode: ToolDefinition = {
+export const audioTranscode = defineTool<AudioTranscodeArgs>()({
   name: 'audio.transcode',
   category: 'audio',
   description: 'Convert uploaded WAV, MP3 or MP4 audio to WAV or MP3, with trimming and loudness normalisation.',
   unit: 'second',
+  steps: ['probe', 'transcode'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -68,11 +81,11 @@ export const audioTranscode: ToolDefinition = {
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started second of output, minimum ${formatUsd(p.minimumMicros)}`,
   estimateUnits: (args) => ({
-    units: Math.max(1, Math.ceil(typeof args.durationSeconds === 'number' ? args.durationSeconds : AUDIO_TRANSCODE_LIMITS.maxDurationSeconds)),
+    units: Math.max(1, Math.ceil(args.durationSeconds ?? AUDIO_TRANSCODE_LIMITS.maxDurationSeconds)),
   }),
   plan: () => [
     { name: 'probe', timeoutMs: 30_000 },
-    { name: 'transcode', timeoutMs: 300_000 },
+    { name: 'transcode', billed: true, timeoutMs: 300_000 },
   ],
-  inputFiles: (args) => [{ fileId: args.fileId as string, formats: ['wav', 'mp3', 'mp4'], pointer: '/fileId' }],
-};
+  inputFiles: (args) => [{ fileId: args.fileId, formats: ['wav', 'mp3', 'mp4'], pointer: '/fileId' }],
+});

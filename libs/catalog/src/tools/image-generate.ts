@@ -1,8 +1,18 @@
 import { formatUsd } from '@tes/core';
-import type { ProviderAvailability, ToolDefinition } from '../types';
+import { defineTool, type ProviderAvailability } from '../types';
 
 export const IMAGE_GENERATE_LIMITS = { maxPromptChars: 2_000, maxCount: 4, maxOutputBytes: 40 * 1024 * 1024 } as const;
 export const IMAGE_GENERATE_SIZES = ['1024x1024', '1024x1536', '1536x1024'] as const;
+
+/** image.generate's arguments as its schema admits them, defaults applied. */
+export interface ImageGenerateArgs {
+  model: string;
+  prompt: string;
+  count: number;
+  size: (typeof IMAGE_GENERATE_SIZES)[number];
+  format: 'png' | 'jpeg';
+  seed?: number;
+}
 
 /**
  * image.generate: text to image on a hosted model. Available per model only when that
@@ -10,12 +20,13 @@ export const IMAGE_GENERATE_SIZES = ['1024x1024', '1024x1536', '1536x1024'] as c
  * waits between polls); OpenAI answers in one request. The one step is external: if a crash
  * leaves its outcome unknown, the execution goes to needs_review, never a second request.
  */
-export function imageGenerate(p: ProviderAvailability): ToolDefinition {
-  return {
+export function imageGenerate(p: ProviderAvailability) {
+  return defineTool<ImageGenerateArgs>()({
     name: 'image.generate',
     category: 'image',
     description: 'Generate images from a text prompt with a hosted model (Replicate, fal or OpenAI).',
     unit: 'image',
+    steps: ['generate'],
     inputSchema: {
       type: 'object',
       additionalProperties: false,
@@ -55,7 +66,7 @@ export function imageGenerate(p: ProviderAvailability): ToolDefinition {
       },
     ],
     describePrice: (price) => `${formatUsd(price.unitPriceMicros)} per image`,
-    estimateUnits: (args) => ({ units: args.count as number }),
-    plan: () => [{ name: 'generate', external: true, timeoutMs: 10 * 60_000 }],
-  };
+    estimateUnits: (args) => ({ units: args.count }),
+    plan: () => [{ name: 'generate', billed: true, external: true, timeoutMs: 10 * 60_000 }],
+  });
 }

@@ -1,9 +1,23 @@
 import { ceilDiv, formatUsd } from '@tes/core';
-import type { ToolDefinition } from '../types';
+import { defineTool } from '../types';
 
 export const IMAGE_RENDER_LIMITS = { minSide: 16, maxSide: 4096, maxSvgChars: 60_000, maxTextChars: 1_000 } as const;
 
 const HEX_COLOR = '^#[0-9a-fA-F]{6}$';
+
+/** image.render's arguments as its schema admits them, defaults applied (exactly one of svg, text). */
+export interface ImageRenderArgs {
+  model: string;
+  svg?: string;
+  text?: string;
+  width: number;
+  height: number;
+  format: 'png' | 'jpeg';
+  quality: number;
+  background: string;
+  color: string;
+  fontSize: number;
+}
 
 /**
  * image.render: an SVG document or a text card rendered to PNG or JPEG with sharp (libvips).
@@ -11,11 +25,12 @@ const HEX_COLOR = '^#[0-9a-fA-F]{6}$';
  * anything but in-document fragments or data: URLs (local files, network) are refused by the
  * schema before anything is reserved; the renderer also runs with a pixel limit.
  */
-export const imageRender: ToolDefinition = {
+export const imageRender = defineTool<ImageRenderArgs>()({
   name: 'image.render',
   category: 'image',
   description: 'Render an SVG document or a text card to a PNG or JPEG image.',
   unit: 'megapixel',
+  steps: ['render'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -58,6 +73,6 @@ export const imageRender: ToolDefinition = {
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started megapixel, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({ units: Math.max(1, ceilDiv((args.width as number) * (args.height as number), 1_000_000)) }),
-  plan: () => [{ name: 'render', timeoutMs: 60_000 }],
-};
+  estimateUnits: (args) => ({ units: Math.max(1, ceilDiv(args.width * args.height, 1_000_000)) }),
+  plan: () => [{ name: 'render', billed: true, timeoutMs: 60_000 }],
+});

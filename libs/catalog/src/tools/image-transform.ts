@@ -1,5 +1,5 @@
 import { ceilDiv, formatUsd } from '@tes/core';
-import type { ToolDefinition } from '../types';
+import { defineTool } from '../types';
 
 export const IMAGE_TRANSFORM_LIMITS = {
   /** Output sides, whatever the operations. */
@@ -17,6 +17,7 @@ export const FIT_MODES = ['cover', 'contain', 'fill', 'inside', 'outside'] as co
 export type FitMode = (typeof FIT_MODES)[number];
 const MAX_OUTPUT_UNITS = ceilDiv(L.maxOutputSide * L.maxOutputSide, 1_000_000); // 17
 
+/** image.transform's arguments as its schema admits them, defaults applied. */
 export interface ImageTransformArgs {
   model: string;
   fileId: string;
@@ -55,13 +56,14 @@ const side = (max: number, description: string) => ({ type: 'integer', minimum: 
  * Order: EXIF auto-orientation, crop, rotate, resize, encode. So crop coordinates refer to the
  * upright uploaded image and the resize box is the final output's box.
  */
-export const imageTransform: ToolDefinition = {
+export const imageTransform = defineTool<ImageTransformArgs>()({
   name: 'image.transform',
   category: 'image',
   description:
     'Crop, rotate, resize and convert an uploaded PNG or JPEG image (in that order, after EXIF auto-orientation). ' +
     `Output sides are 1..${L.maxOutputSide}; inputs up to ${L.maxInputPixels.toLocaleString('en-US')} pixels.`,
   unit: 'megapixel',
+  steps: ['probe', 'transform'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -130,12 +132,12 @@ export const imageTransform: ToolDefinition = {
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started output megapixel, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({ units: maxTransformUnits(args as unknown as ImageTransformArgs) }),
+  estimateUnits: (args) => ({ units: maxTransformUnits(args) }),
   // The probe reads headers and decodes once (no charge); the transform does the paid work
   // from the upload again, so a redelivery can resume at either step.
   plan: () => [
     { name: 'probe', timeoutMs: 60_000 },
-    { name: 'transform', timeoutMs: 120_000 },
+    { name: 'transform', billed: true, timeoutMs: 120_000 },
   ],
-  inputFiles: (args) => [{ fileId: args.fileId as string, formats: ['png', 'jpeg'], pointer: '/fileId' }],
-};
+  inputFiles: (args) => [{ fileId: args.fileId, formats: ['png', 'jpeg'], pointer: '/fileId' }],
+});

@@ -1,18 +1,27 @@
 import { formatUsd } from '@tes/core';
-import type { ProviderAvailability, ToolDefinition } from '../types';
+import { defineTool, type ProviderAvailability } from '../types';
 
 export const VIDEO_GENERATE_LIMITS = { maxPromptChars: 2_000, maxOutputBytes: 200 * 1024 * 1024 } as const;
+
+/** video.generate's arguments as its schema admits them, defaults applied. */
+export interface VideoGenerateArgs {
+  model: string;
+  prompt: string;
+  durationSeconds: 5 | 10;
+  aspectRatio: '16:9' | '9:16' | '1:1';
+}
 
 /**
  * video.generate: text to video on a hosted model. Generation takes minutes, so the step
  * waits (status `waiting`, consumer slot freed) between polls of the provider's job.
  */
-export function videoGenerate(p: ProviderAvailability): ToolDefinition {
-  return {
+export function videoGenerate(p: ProviderAvailability) {
+  return defineTool<VideoGenerateArgs>()({
     name: 'video.generate',
     category: 'video',
     description: 'Generate a short video from a text prompt with a hosted model (Replicate or fal).',
     unit: 'second',
+    steps: ['generate'],
     inputSchema: {
       type: 'object',
       additionalProperties: false,
@@ -42,7 +51,7 @@ export function videoGenerate(p: ProviderAvailability): ToolDefinition {
       },
     ],
     describePrice: (price) => `${formatUsd(price.unitPriceMicros)} per second of video`,
-    estimateUnits: (args) => ({ units: args.durationSeconds as number }),
-    plan: () => [{ name: 'generate', external: true, timeoutMs: 5 * 60_000 }],
-  };
+    estimateUnits: (args) => ({ units: args.durationSeconds }),
+    plan: () => [{ name: 'generate', billed: true, external: true, timeoutMs: 5 * 60_000 }],
+  });
 }

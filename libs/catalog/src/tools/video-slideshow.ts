@@ -1,5 +1,5 @@
 import { AppError, formatUsd } from '@tes/core';
-import type { InputFileRef, ToolDefinition } from '../types';
+import { defineTool, type InputFileRef } from '../types';
 
 export const VIDEO_SLIDESHOW_LIMITS = {
   maxSlides: 20,
@@ -21,20 +21,31 @@ const L = VIDEO_SLIDESHOW_LIMITS;
 const FILE_ID = '^file_[0-9A-HJKMNP-TV-Z]{26}$';
 const HEX_COLOR = '^#[0-9a-fA-F]{6}$';
 
-interface Slide {
+/** One slide: exactly one of an uploaded image and a text card. */
+export interface VideoSlide {
   fileId?: string;
   text?: string;
   seconds: number;
+  background?: string;
+  color?: string;
 }
 
-const slidesOf = (args: Record<string, unknown>): Slide[] => (Array.isArray(args.slides) ? (args.slides as Slide[]) : []);
+/** video.slideshow's arguments as its schema admits them, defaults applied. */
+export interface VideoSlideshowArgs {
+  model: string;
+  slides: VideoSlide[];
+  soundtrackFileId?: string;
+  width: number;
+  height: number;
+  fps: number;
+}
 
 /**
  * Sum of the slide durations: the output length the quote reserves for. Rounded to the
  * microsecond so float noise (0.1 + 0.2) never starts an extra billed second.
  */
-export function slideshowSeconds(args: Record<string, unknown>): number {
-  const sum = slidesOf(args).reduce((acc, s) => acc + (typeof s.seconds === 'number' ? s.seconds : 0), 0);
+export function slideshowSeconds(args: VideoSlideshowArgs): number {
+  const sum = args.slides.reduce((acc, s) => acc + s.seconds, 0);
   return Math.round(sum * 1e6) / 1e6;
 }
 
@@ -43,7 +54,7 @@ export function slideshowSeconds(args: Record<string, unknown>): number {
  * calls plan() on every quote and submit, so an over-long show is a 400 before anything
  * is reserved. Stored arguments were checked on submit, so the worker never trips this.
  */
-function checkTotal(args: Record<string, unknown>): void {
+function checkTotal(args: VideoSlideshowArgs): void {
   const total = slideshowSeconds(args);
   if (total > L.maxTotalSeconds) {
     throw new AppError('invalid_arguments', 'invalid_arguments', {
@@ -61,13 +72,14 @@ function checkTotal(args: Record<string, unknown>): void {
  * passed to ffmpeg as text), each letterboxed into the frame for its duration, with an
  * optional uploaded soundtrack trimmed or padded with silence to the video's length.
  */
-export const videoSlideshow: ToolDefinition = {
+export const videoSlideshow = defineTool<VideoSlideshowArgs>()({
   name: 'video.slideshow',
   category: 'video',
   description:
     `Uploaded images and text cards, with an optional soundtrack, to an H.264 MP4. At most ${L.maxSlides} slides and ` +
     `${L.maxTotalSeconds} s in total; the output is capped at 50 MiB.`,
   unit: 'second',
+  steps: ['probe', 'render'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -144,15 +156,15 @@ export const videoSlideshow: ToolDefinition = {
     return [
       { name: 'probe', timeoutMs: 60_000 },
       // Encoding still frames runs far faster than real time; the allowance covers 1080p on a slow core.
-      { name: 'render', timeoutMs: 120_000 + Math.ceil(seconds) * 3_000 },
+      { name: 'render', billed: true, timeoutMs: 120_000 + Math.ceil(seconds) * 3_000 },
     ];
   },
   inputFiles: (args) => {
     const refs: InputFileRef[] = [];
-    slidesOf(args).forEach((s, i) => {
-      if (typeof s.fileId === 'string') refs.push({ fileId: s.fileId, formats: ['png', 'jpeg'], pointer: `/slides/${i}/fileId` });
+    args.slides.forEach((s, i) => {
+      if (s.fileId !== undefined) refs.push({ fileId: s.fileId, formats: ['png', 'jpeg'], pointer: `/slides/${i}/fileId` });
     });
-    if (typeof args.soundtrackFileId === 'string') refs.push({ fileId: args.soundtrackFileId, formats: ['wav', 'mp3'], pointer: '/soundtrackFileId' });
+    if (args.soundtrackFileId !== undefined) refs.push({ fileId: args.soundtrackFileId, formats: ['wav', 'mp3'], pointer: '/soundtrackFileId' });
     return refs;
   },
-};
+});

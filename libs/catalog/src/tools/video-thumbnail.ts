@@ -1,5 +1,5 @@
 import { formatUsd } from '@tes/core';
-import type { ToolDefinition } from '../types';
+import { defineTool } from '../types';
 
 export const VIDEO_THUMBNAIL_LIMITS = {
   maxFrames: 10,
@@ -15,17 +15,26 @@ export const VIDEO_THUMBNAIL_LIMITS = {
 
 const L = VIDEO_THUMBNAIL_LIMITS;
 
+/** video.thumbnail's arguments as its schema admits them. */
+export interface VideoThumbnailArgs {
+  model: string;
+  fileId: string;
+  times: number[];
+  width?: number;
+}
+
 /**
  * video.thumbnail: one PNG per requested time of an uploaded MP4, with ffmpeg. Priced per
  * frame: the units are times.length, known from the arguments alone, and every requested
  * frame is produced or the execution fails (then nothing is charged).
  */
-export const videoThumbnail: ToolDefinition = {
+export const videoThumbnail = defineTool<VideoThumbnailArgs>()({
   name: 'video.thumbnail',
   category: 'video',
   description:
     `PNG frames of an uploaded MP4 at given times (1..${L.maxFrames} times, one artifact per time, in the order given).`,
   unit: 'frame',
+  steps: ['probe', 'extract'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -68,10 +77,10 @@ export const videoThumbnail: ToolDefinition = {
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per frame, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({ units: (args.times as unknown[]).length }),
+  estimateUnits: (args) => ({ units: args.times.length }),
   plan: (args) => [
     { name: 'probe', timeoutMs: 60_000 },
-    { name: 'extract', timeoutMs: 30_000 + 15_000 * (args.times as unknown[]).length },
+    { name: 'extract', billed: true, timeoutMs: 30_000 + 15_000 * args.times.length },
   ],
-  inputFiles: (args) => [{ fileId: args.fileId as string, formats: ['mp4'], pointer: '/fileId' }],
-};
+  inputFiles: (args) => [{ fileId: args.fileId, formats: ['mp4'], pointer: '/fileId' }],
+});

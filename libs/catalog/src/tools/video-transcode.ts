@@ -1,5 +1,5 @@
 import { formatUsd } from '@tes/core';
-import type { ToolDefinition } from '../types';
+import { defineTool } from '../types';
 
 export const VIDEO_TRANSCODE_LIMITS = {
   minWidth: 128,
@@ -20,9 +20,20 @@ export const VIDEO_TRANSCODE_LIMITS = {
 
 const L = VIDEO_TRANSCODE_LIMITS;
 
+/** video.transcode's arguments as its schema admits them, defaults applied. */
+export interface VideoTranscodeArgs {
+  model: string;
+  fileId: string;
+  width?: number;
+  startSeconds: number;
+  durationSeconds?: number;
+  crf: number;
+  audio: boolean;
+}
+
 /** The most output seconds an input can produce: the requested duration, else the cap. */
-function maxSeconds(args: Record<string, unknown>): number {
-  return typeof args.durationSeconds === 'number' ? args.durationSeconds : L.maxDurationSeconds;
+function maxSeconds(args: VideoTranscodeArgs): number {
+  return args.durationSeconds ?? L.maxDurationSeconds;
 }
 
 /**
@@ -30,13 +41,14 @@ function maxSeconds(args: Record<string, unknown>): number {
  * (aspect kept) and trimmed. Billed per started second of the output actually produced,
  * reserved for the requested duration (or the 300 s cap when none is given).
  */
-export const videoTranscode: ToolDefinition = {
+export const videoTranscode = defineTool<VideoTranscodeArgs>()({
   name: 'video.transcode',
   category: 'video',
   description:
     `Resize and trim an uploaded MP4 to H.264 MP4 (AAC audio). At most ${L.maxDurationSeconds} s of output, ` +
     `at most ${L.maxWidth} px wide, 1920 px tall and 60 fps; the output is capped at 50 MiB.`,
   unit: 'second',
+  steps: ['probe', 'transcode'],
   inputSchema: {
     type: 'object',
     additionalProperties: false,
@@ -90,7 +102,7 @@ export const videoTranscode: ToolDefinition = {
   plan: (args) => [
     { name: 'probe', timeoutMs: 60_000 },
     // Decoding and encoding up to 1920 px wide; the allowance covers a slow core.
-    { name: 'transcode', timeoutMs: 120_000 + Math.ceil(maxSeconds(args)) * 4_000 },
+    { name: 'transcode', billed: true, timeoutMs: 120_000 + Math.ceil(maxSeconds(args)) * 4_000 },
   ],
-  inputFiles: (args) => [{ fileId: args.fileId as string, formats: ['mp4'], pointer: '/fileId' }],
-};
+  inputFiles: (args) => [{ fileId: args.fileId, formats: ['mp4'], pointer: '/fileId' }],
+});

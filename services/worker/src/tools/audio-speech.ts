@@ -1,25 +1,16 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL } from '@tes/catalog';
-import { ceilDiv, StepError } from '@tes/core';
+import { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL, speechUnits, type AudioSpeechArgs } from '@tes/catalog';
+import { StepError } from '@tes/core';
 import { ProgramFailed, runProgram } from '../programs';
 import { openaiSpeech } from '../providers/openai';
-import type { StepContext, StepResult, ToolRunner } from '../runner';
+import type { RunnerOf, StepContext, StepResult } from '../runner';
 import { assertArtifactSize, measureAudio } from './audio-transcode';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = AUDIO_SPEECH_LIMITS;
 /** espeak-ng writes 22,050 Hz mono 16-bit PCM: the WAV header plus the longest speech allowed. */
 const MAX_WAV_BYTES = 44 + L.maxDurationSeconds * 22_050 * 2;
-
-interface SpeechArgs {
-  model: string;
-  text: string;
-  voice?: string;
-  rate: number;
-  pitch: number;
-  format: 'wav' | 'mp3';
-}
 
 function badWav(): StepError {
   return new StepError('internal_error', 'espeak-ng did not produce a WAV stream');
@@ -53,10 +44,8 @@ export function finalizeStreamedWav(buf: Buffer): Buffer {
  *   long readings), so the WAV is streamed to stdout and the child is killed once it passes
  *   MAX_WAV_BYTES instead of letting it write an unbounded file with -w.
  */
-export const audioSpeechRunner: ToolRunner = {
-  async runStep(ctx) {
-    if (ctx.name !== 'synthesize') throw new StepError('internal_error', `audio.speech has no step ${ctx.name}`);
-    const a = ctx.args as unknown as SpeechArgs;
+export const audioSpeechRunner: RunnerOf<'audio.speech'> = {
+  async synthesize(ctx, a) {
     if (a.model === OPENAI_SPEECH_MODEL) return openaiSynthesize(ctx, a);
     const textFile = path.join(ctx.workDir, `speech-${ctx.index}.txt`);
     await writeFile(textFile, a.text, 'utf8');
@@ -87,11 +76,10 @@ export const audioSpeechRunner: ToolRunner = {
     }
     await assertArtifactSize(outFile, L.maxArtifactBytes);
     const facts = await measureAudio(outFile, ctx.signal);
-    // Billed on the characters actually spoken: the whole text, counted in code points as
-    // the schema's maxLength counts them, so the charge equals the quote.
-    const units = Math.max(1, ceilDiv(Array.from(a.text).length, 1_000));
     return {
-      costMicros: ctx.catalog.charge('audio.speech', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      // Billed on the characters actually spoken: the whole text, counted in code points as
+      // the schema's maxLength counts them, so the charge equals the quote.
+      units: speechUnits(a.text),
       files: [{ format: a.format, mimeType: a.format === 'mp3' ? 'audio/mpeg' : 'audio/wav', body: await readFile(outFile) }],
       facts: { durationSeconds: facts.durationSeconds, sampleRate: facts.sampleRate, channels: facts.channels, characters: Array.from(a.text).length },
     };
@@ -103,7 +91,7 @@ export const audioSpeechRunner: ToolRunner = {
  * before it is stored (a provider answer that is not audio fails with provider_error) and
  * charged on the characters sent, like espeak-ng.
  */
-async function openaiSynthesize(ctx: StepContext, a: SpeechArgs): Promise<StepResult> {
+async function openaiSynthesize(ctx: StepContext, a: AudioSpeechArgs): Promise<StepResult> {
   const body = await openaiSpeech(
     { ...ctx.providers, signal: ctx.signal },
     { model: 'gpt-4o-mini-tts', input: a.text, voice: a.voice ?? 'alloy', response_format: a.format },
@@ -120,7 +108,7 @@ async function openaiSynthesize(ctx: StepContext, a: SpeechArgs): Promise<StepRe
   }
   const characters = Array.from(a.text).length;
   return {
-    costMicros: ctx.catalog.charge('audio.speech', a.model, Math.max(1, ceilDiv(characters, 1_000)), ctx.prices, ctx.execution.reservedMicros),
+    units: speechUnits(a.text),
     files: [{ format: a.format, mimeType: a.format === 'mp3' ? 'audio/mpeg' : 'audio/wav', body }],
     facts: { durationSeconds: facts.durationSeconds, sampleRate: facts.sampleRate, channels: facts.channels, characters },
   };

@@ -1,10 +1,10 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { AUDIO_TRANSCODE_LIMITS } from '@tes/catalog';
+import { AUDIO_TRANSCODE_LIMITS, type AudioTranscodeArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
-import type { StepContext, ToolRunner } from '../runner';
+import type { RunnerOf, StepContext, StepResult } from '../runner';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = AUDIO_TRANSCODE_LIMITS;
@@ -12,17 +12,6 @@ const L = AUDIO_TRANSCODE_LIMITS;
 const MP3_RATES = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000] as const;
 /** A constant filter graph: no caller value ever reaches -af. */
 const LOUDNORM = 'loudnorm=I=-16:TP=-1.5:LRA=11';
-
-interface TranscodeArgs {
-  model: string;
-  fileId: string;
-  format: 'wav' | 'mp3';
-  startSeconds: number;
-  durationSeconds?: number;
-  normalize: boolean;
-  sampleRate?: number;
-  channels?: 1 | 2;
-}
 
 /** What the probe step learned about the input (small JSON, kept as its checkpoint). */
 interface ProbeCheckpoint {
@@ -89,7 +78,7 @@ export function ffTime(seconds: number): string {
   return seconds.toFixed(6);
 }
 
-function outputShape(a: TranscodeArgs, inputRate: number, inputChannels: number): { sampleRate: number; channels: number } {
+function outputShape(a: AudioTranscodeArgs, inputRate: number, inputChannels: number): { sampleRate: number; channels: number } {
   let sampleRate = a.sampleRate ?? inputRate;
   if (a.format === 'mp3' && !(MP3_RATES as readonly number[]).includes(sampleRate)) {
     sampleRate = MP3_RATES.find((r) => r >= sampleRate) ?? 48000;
@@ -100,7 +89,7 @@ function outputShape(a: TranscodeArgs, inputRate: number, inputChannels: number)
 }
 
 /** Zero-cost: decodes the input's facts, refuses what cannot produce output before paid work. */
-async function probe(ctx: StepContext, a: TranscodeArgs): Promise<ProbeCheckpoint> {
+async function probeInput(ctx: StepContext, a: AudioTranscodeArgs): Promise<ProbeCheckpoint> {
   const input = await ctx.inputFile(a.fileId);
   const info = await probeMedia(input.path, ctx.signal);
   const audio = info.streams.find((s) => s.type === 'audio');
@@ -127,7 +116,7 @@ async function probe(ctx: StepContext, a: TranscodeArgs): Promise<ProbeCheckpoin
   return { inputDurationSeconds, inputSampleRate: audio.sampleRate, inputChannels: audio.channels, ...shape };
 }
 
-async function transcode(ctx: StepContext, a: TranscodeArgs, cp: ProbeCheckpoint) {
+async function transcodeAudio(ctx: StepContext, a: AudioTranscodeArgs, cp: ProbeCheckpoint): Promise<StepResult> {
   // Re-fetched rather than reused: a redelivery resumes here in a fresh workDir.
   const input = await ctx.inputFile(a.fileId);
   const out = path.join(ctx.workDir, `transcode-${ctx.index}.${a.format}`);
@@ -156,27 +145,22 @@ async function transcode(ctx: StepContext, a: TranscodeArgs, cp: ProbeCheckpoint
   await assertArtifactSize(out, L.maxArtifactBytes);
   const facts = await measureAudio(out, ctx.signal);
   if (facts.durationSeconds <= 0) throw new StepError('invalid_input_file', 'the selected range of the input holds no audio');
-  const units = Math.max(1, Math.ceil(facts.durationSeconds));
   const body = await readFile(out);
   return {
-    costMicros: ctx.catalog.charge('audio.transcode', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+    units: Math.max(1, Math.ceil(facts.durationSeconds)),
     files: [{ format: a.format, mimeType: a.format === 'mp3' ? 'audio/mpeg' : 'audio/wav', body }],
     facts: { ...facts },
   };
 }
 
 /** audio.transcode: step 'probe' (free, ffprobe) then 'transcode' (ffmpeg, charged per started output second). */
-export const audioTranscodeRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as TranscodeArgs;
-    if (ctx.name === 'probe') return { costMicros: 0, checkpoint: { ...(await probe(ctx, a)) } };
-    if (ctx.name === 'transcode') {
-      const cp = ctx.previous.find((s) => s.name === 'probe' && s.status === 'succeeded')?.checkpoint as ProbeCheckpoint | undefined;
-      if (!cp || typeof cp.sampleRate !== 'number' || typeof cp.channels !== 'number') {
-        throw new StepError('internal_error', 'the probe step left no facts');
-      }
-      return transcode(ctx, a, cp);
+export const audioTranscodeRunner: RunnerOf<'audio.transcode'> = {
+  probe: async (ctx, a) => ({ units: 0, checkpoint: { ...(await probeInput(ctx, a)) } }),
+  async transcode(ctx, a) {
+    const cp = ctx.previous.find((s) => s.name === 'probe' && s.status === 'succeeded')?.checkpoint as ProbeCheckpoint | undefined;
+    if (!cp || typeof cp.sampleRate !== 'number' || typeof cp.channels !== 'number') {
+      throw new StepError('internal_error', 'the probe step left no facts');
     }
-    throw new StepError('internal_error', `audio.transcode has no step ${ctx.name}`);
+    return transcodeAudio(ctx, a, cp);
   },
 };

@@ -111,9 +111,7 @@ async function recheck<Args>(
     }
     const nextReadAt = Date.now() + readBackoffMs(failedReads, err.retryAfterMs, ctx.providers.jobTimeoutMs);
     ctx.logger.warn('worker.provider.read_failed', {
-      executionId: ctx.execution.id,
-      projectId: ctx.execution.projectId,
-      tool: ctx.execution.tool,
+      ...ctx.logFields,
       step: ctx.index,
       failedReads,
       nextReadAt: new Date(nextReadAt).toISOString(),

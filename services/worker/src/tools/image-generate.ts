@@ -1,20 +1,11 @@
 import sharp from 'sharp';
-import { IMAGE_GENERATE_LIMITS } from '@tes/catalog';
+import { IMAGE_GENERATE_LIMITS, type ImageGenerateArgs as Args } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { falCancel, falCreate, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
 import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
-import type { ToolRunner } from '../runner';
+import type { RunnerOf } from '../runner';
 import { runModel, type HostedModel } from './generate';
-
-interface Args {
-  model: string;
-  prompt: string;
-  count: number;
-  size: '1024x1024' | '1024x1536' | '1536x1024';
-  format: 'png' | 'jpeg';
-  seed?: number;
-}
 
 const ASPECT = { '1024x1024': '1:1', '1024x1536': '2:3', '1536x1024': '3:2' } as const;
 
@@ -60,11 +51,10 @@ const MODELS: Record<string, HostedModel<Args>> = {
 /**
  * image.generate. Every returned file is decoded and re-encoded to the asked format with
  * sharp, so what is stored is a real image of that format whatever the provider sent.
- * Charged per image actually delivered (at most `count`).
+ * Billed per image actually delivered (at most `count`).
  */
-export const imageGenerateRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as Args;
+export const imageGenerateRunner: RunnerOf<'image.generate'> = {
+  async generate(ctx, a) {
     const ran = await runModel(ctx, MODELS, a, { max: a.count, maxBytes: IMAGE_GENERATE_LIMITS.maxOutputBytes });
     if ('wait' in ran) return ran.wait;
     const files = [];
@@ -82,7 +72,7 @@ export const imageGenerateRunner: ToolRunner = {
       files.push({ format: a.format, mimeType: a.format === 'jpeg' ? 'image/jpeg' : 'image/png', body: data });
     }
     return {
-      costMicros: ctx.catalog.charge('image.generate', a.model, files.length, ctx.prices, ctx.execution.reservedMicros),
+      units: files.length,
       files,
       facts: { images: files.length, model: a.model },
     };

@@ -1,19 +1,7 @@
 import type sharp from 'sharp';
-import { ceilDiv, StepError } from '@tes/core';
-import type { ToolRunner } from '../runner';
-
-interface RenderArgs {
-  model: string;
-  svg?: string;
-  text?: string;
-  width: number;
-  height: number;
-  format: 'png' | 'jpeg';
-  quality: number;
-  background: string;
-  color: string;
-  fontSize: number;
-}
+import { megapixelUnits, type ImageRenderArgs } from '@tes/catalog';
+import { StepError } from '@tes/core';
+import type { RunnerOf } from '../runner';
 
 function escapeXml(s: string): string {
   return s.replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;' })[c] as string);
@@ -44,7 +32,7 @@ function wrap(text: string, maxChars: number): string[] {
   return lines;
 }
 
-export function textCardSvg(a: RenderArgs): string {
+export function textCardSvg(a: ImageRenderArgs): string {
   const maxChars = Math.max(1, Math.floor((a.width * 0.9) / (a.fontSize * 0.6)));
   const lineHeight = Math.round(a.fontSize * 1.25);
   const maxLines = Math.max(1, Math.floor((a.height * 0.9) / lineHeight));
@@ -62,9 +50,8 @@ export function textCardSvg(a: RenderArgs): string {
 }
 
 /** image.render with sharp: SVG or text card -> PNG/JPEG of exactly width x height. */
-export const imageRenderRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as RenderArgs;
+export const imageRenderRunner: RunnerOf<'image.render'> = {
+  async render(ctx, a) {
     const svg = a.svg ?? textCardSvg(a);
     // In the sandbox: an SVG within the schema can still cost minutes of CPU (filters such as
     // feTurbulence), and librsvg cannot be interrupted in-process. The step's deadline kills it.
@@ -80,9 +67,9 @@ export const imageRenderRunner: ToolRunner = {
       throw new StepError('invalid_input_file', `the SVG could not be rendered: ${(err as Error).message.slice(0, 200)}`);
     }
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    const units = Math.max(1, ceilDiv(out.info.width * out.info.height, 1_000_000));
     return {
-      costMicros: ctx.catalog.charge('image.render', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      // started megapixels of the actual output, at least 1 (the quote's rule)
+      units: megapixelUnits(out.info.width, out.info.height),
       files: [{ format: a.format, mimeType: a.format === 'jpeg' ? 'image/jpeg' : 'image/png', body: out.data }],
       facts: { width: out.info.width, height: out.info.height },
     };

@@ -1,27 +1,10 @@
 import sharp from 'sharp';
-import { IMAGE_TRANSFORM_LIMITS } from '@tes/catalog';
-import { ceilDiv, StepError } from '@tes/core';
-import type { StepContext, ToolRunner } from '../runner';
+import { IMAGE_TRANSFORM_LIMITS, megapixelUnits, type ImageTransformArgs } from '@tes/catalog';
+import { StepError } from '@tes/core';
+import type { RunnerOf, StepContext } from '../runner';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = IMAGE_TRANSFORM_LIMITS;
-
-/** The arguments after schema validation and defaults (see the catalog's inputSchema). */
-export interface ImageTransformArgs {
-  model: string;
-  fileId: string;
-  crop?: { left: number; top: number; width: number; height: number };
-  resize?: { width: number; height: number; fit: 'cover' | 'contain' | 'fill' | 'inside' | 'outside' };
-  rotate: 0 | 90 | 180 | 270;
-  format?: 'png' | 'jpeg';
-  quality: number;
-  background: string;
-}
-
-/** Started megapixels, at least 1: the billing unit (same rule as the catalog's estimate). */
-function megapixelUnits(width: number, height: number): number {
-  return Math.max(1, ceilDiv(width * height, 1_000_000));
-}
 
 interface Size {
   width: number;
@@ -132,15 +115,14 @@ async function transform(path: string, a: ImageTransformArgs, format: 'png' | 'j
 }
 
 /** image.transform: 'probe' (free: decode and check) then 'transform' (charged per actual output megapixel). */
-export const imageTransformRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as ImageTransformArgs;
+export const imageTransformRunner: RunnerOf<'image.transform'> = {
+  async probe(ctx, a) {
     const file = await ctx.inputFile(a.fileId);
-    if (ctx.name === 'probe') {
-      const info = await inspect(ctx, a, file.path, true);
-      return { costMicros: 0, checkpoint: { input: info.input, format: info.format } };
-    }
-    if (ctx.name !== 'transform') throw new StepError('internal_error', `image.transform has no step ${ctx.name}`);
+    const info = await inspect(ctx, a, file.path, true);
+    return { units: 0, checkpoint: { input: info.input, format: info.format } };
+  },
+  async transform(ctx, a) {
+    const file = await ctx.inputFile(a.fileId);
     const info = await inspect(ctx, a, file.path, false);
     const format = a.format ?? info.format;
     const out = await transform(file.path, a, format);
@@ -152,10 +134,10 @@ export const imageTransformRunner: ToolRunner = {
     if (out.data.length > L.maxOutputBytes) {
       throw new StepError('artifact_too_large', `the output is ${out.data.length} bytes, above ${L.maxOutputBytes}`);
     }
-    // Charged from the ACTUAL output; charge() caps at the reservation (the quote's maximum).
+    // Billed on the ACTUAL output; the engine caps the cost at the reservation (the quote's maximum).
     const units = megapixelUnits(out.info.width, out.info.height);
     return {
-      costMicros: ctx.catalog.charge('image.transform', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      units,
       files: [{ format, mimeType: format === 'jpeg' ? 'image/jpeg' : 'image/png', body: out.data }],
       facts: { width: out.info.width, height: out.info.height, format, megapixels: units },
     };

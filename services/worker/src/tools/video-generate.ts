@@ -1,19 +1,12 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { VIDEO_GENERATE_LIMITS } from '@tes/catalog';
+import { VIDEO_GENERATE_LIMITS, type VideoGenerateArgs as Args } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { falCancel, falCreate, falPoll } from '../providers/fal';
 import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
-import type { ToolRunner } from '../runner';
+import type { RunnerOf } from '../runner';
 import { runModel, type HostedModel } from './generate';
-
-interface Args {
-  model: string;
-  prompt: string;
-  durationSeconds: 5 | 10;
-  aspectRatio: '16:9' | '9:16' | '1:1';
-}
 
 const FAL_MODEL = 'fal-ai/kling-video/v1/standard/text-to-video';
 
@@ -38,11 +31,10 @@ const MODELS: Record<string, HostedModel<Args>> = {
 
 /**
  * video.generate. The returned file is checked with ffprobe (it must hold a video stream)
- * and charged per second actually delivered, at most the requested length.
+ * and billed per second actually delivered, at most the requested length.
  */
-export const videoGenerateRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as Args;
+export const videoGenerateRunner: RunnerOf<'video.generate'> = {
+  async generate(ctx, a) {
     const ran = await runModel(ctx, MODELS, a, { max: 1, maxBytes: VIDEO_GENERATE_LIMITS.maxOutputBytes });
     if ('wait' in ran) return ran.wait;
     const body = ran.files[0]?.body;
@@ -57,9 +49,8 @@ export const videoGenerateRunner: ToolRunner = {
     }
     const video = info.streams.find((s) => s.type === 'video');
     if (!video) throw new StepError('provider_error', 'the provider returned a file without a video stream');
-    const seconds = Math.min(a.durationSeconds, Math.max(1, Math.ceil(Math.round(info.durationSeconds * 1000) / 1000)));
     return {
-      costMicros: ctx.catalog.charge('video.generate', a.model, seconds, ctx.prices, ctx.execution.reservedMicros),
+      units: Math.min(a.durationSeconds, Math.max(1, Math.ceil(Math.round(info.durationSeconds * 1000) / 1000))),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body }],
       facts: { durationSeconds: info.durationSeconds, width: video.width ?? null, height: video.height ?? null, model: a.model },
     };

@@ -1,34 +1,17 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { VIDEO_SLIDESHOW_LIMITS } from '@tes/catalog';
+import { VIDEO_SLIDESHOW_LIMITS, type VideoSlide, type VideoSlideshowArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { runProgram } from '../programs';
-import type { InputFile, StepContext, ToolRunner } from '../runner';
+import type { InputFile, RunnerOf, StepContext } from '../runner';
 import { textCardSvg } from './image-render';
 import { h264OutputArgs, readVideoOutput, startedSeconds } from './video-transcode';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = VIDEO_SLIDESHOW_LIMITS;
 const AUDIO_RATE = 48_000;
-
-interface SlideArgs {
-  fileId?: string;
-  text?: string;
-  seconds: number;
-  background?: string;
-  color?: string;
-}
-
-interface SlideshowArgs {
-  model: string;
-  slides: SlideArgs[];
-  soundtrackFileId?: string;
-  width: number;
-  height: number;
-  fps: number;
-}
 
 /**
  * Frames per slide from rounded cumulative boundaries, so rounding never accumulates: the
@@ -64,7 +47,7 @@ function decodeError(what: string, err: unknown): StepError {
 }
 
 /** Header-level checks of every upload: format, frame size, an audio stream. Costs nothing. */
-async function probeInputs(a: SlideshowArgs, get: (id: string) => Promise<InputFile>, signal: AbortSignal): Promise<void> {
+async function probeInputs(a: VideoSlideshowArgs, get: (id: string) => Promise<InputFile>, signal: AbortSignal): Promise<void> {
   for (const [i, slide] of a.slides.entries()) {
     if (!slide.fileId) continue;
     const file = await get(slide.fileId);
@@ -95,7 +78,7 @@ async function probeInputs(a: SlideshowArgs, get: (id: string) => Promise<InputF
  * would make ffmpeg rebuild the filter graph. User text only ever reaches librsvg, escaped
  * by textCardSvg, never ffmpeg.
  */
-async function renderSlide(a: SlideshowArgs, slide: SlideArgs, index: number, get: (id: string) => Promise<InputFile>): Promise<Buffer> {
+async function renderSlide(a: VideoSlideshowArgs, slide: VideoSlide, index: number, get: (id: string) => Promise<InputFile>): Promise<Buffer> {
   const background = slide.background ?? '#000000';
   let source: sharp.Sharp;
   if (slide.fileId) {
@@ -132,16 +115,13 @@ async function renderSlide(a: SlideshowArgs, slide: SlideArgs, index: number, ge
  * downloads again and does all the work itself, so a redelivery that resumes there needs
  * no file from an earlier attempt.
  */
-export const videoSlideshowRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as SlideshowArgs;
+export const videoSlideshowRunner: RunnerOf<'video.slideshow'> = {
+  async probe(ctx, a) {
+    await probeInputs(a, fetcher(ctx), ctx.signal);
+    return { units: 0 };
+  },
+  async render(ctx, a) {
     const get = fetcher(ctx);
-    if (ctx.name === 'probe') {
-      await probeInputs(a, get, ctx.signal);
-      return { costMicros: 0 };
-    }
-    if (ctx.name !== 'render') throw new StepError('internal_error', `video.slideshow has no step ${ctx.name}`);
-
     const frames = slideFrames(a.slides.map((s) => s.seconds), a.fps);
     const totalFrames = frames.reduce((x, y) => x + y, 0);
     const lines = ['ffconcat version 1.0'];
@@ -178,9 +158,8 @@ export const videoSlideshowRunner: ToolRunner = {
     ];
     await runProgram('ffmpeg', args, { signal: ctx.signal, cwd: ctx.workDir });
     const video = await readVideoOutput(out, L.maxOutputBytes, ctx.signal, new StepError('internal_error', 'the slideshow came out without video frames'));
-    const units = startedSeconds(video.durationSeconds);
     return {
-      costMicros: ctx.catalog.charge('video.slideshow', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      units: startedSeconds(video.durationSeconds),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body: video.body }],
       facts: { durationSeconds: video.durationSeconds, width: video.width, height: video.height, frames: totalFrames, audio: video.hasAudio },
     };

@@ -1,8 +1,8 @@
-import { VIDEO_THUMBNAIL_LIMITS } from '@tes/catalog';
+import { VIDEO_THUMBNAIL_LIMITS, type VideoThumbnailArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
-import type { StepContext, ToolRunner } from '../runner';
+import type { RunnerOf, StepContext } from '../runner';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = VIDEO_THUMBNAIL_LIMITS;
@@ -11,13 +11,6 @@ const MAX_PACKET_JSON_BYTES = 32 * 1024 * 1024;
 /** Frames are more than this apart in any real video: seeking this far before the last frame finds it. */
 const LAST_FRAME_MARGIN_S = 0.001;
 const PNG_MAGIC = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
-
-export interface ThumbnailArgs {
-  model: string;
-  fileId: string;
-  times: number[];
-  width?: number;
-}
 
 interface Plan {
   durationSeconds: number;
@@ -67,7 +60,7 @@ async function lastFrameTime(path: string, signal: AbortSignal): Promise<number>
  * Decodes the container (ffprobe) and checks the arguments against it. Run by both steps so
  * the paid step never depends on state the probe left behind (a redelivery may skip it).
  */
-async function inspect(ctx: StepContext, a: ThumbnailArgs, path: string): Promise<Plan> {
+async function inspect(ctx: StepContext, a: VideoThumbnailArgs, path: string): Promise<Plan> {
   const info = await probeMedia(path, ctx.signal);
   const video = info.streams.find((s) => s.type === 'video');
   if (!video) throw new StepError('invalid_input_file', 'the input file has no video stream');
@@ -111,14 +104,14 @@ async function extractFrame(ctx: StepContext, path: string, time: number, plan: 
 }
 
 /** video.thumbnail: 'probe' (free: ffprobe checks) then 'extract' (one PNG per time, charged per frame). */
-export const videoThumbnailRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as ThumbnailArgs;
+export const videoThumbnailRunner: RunnerOf<'video.thumbnail'> = {
+  async probe(ctx, a) {
+    const file = await ctx.inputFile(a.fileId);
+    return { units: 0, checkpoint: { ...(await inspect(ctx, a, file.path)) } };
+  },
+  async extract(ctx, a) {
     const file = await ctx.inputFile(a.fileId);
     const plan = await inspect(ctx, a, file.path);
-    if (ctx.name === 'probe') return { costMicros: 0, checkpoint: { ...plan } };
-    if (ctx.name !== 'extract') throw new StepError('internal_error', `video.thumbnail has no step ${ctx.name}`);
-
     const frames: Buffer[] = [];
     let total = 0;
     for (const time of a.times) {
@@ -130,7 +123,7 @@ export const videoThumbnailRunner: ToolRunner = {
     if (ctx.signal.aborted) throw ctx.signal.reason;
     return {
       // Every requested frame exists here, so the actual units equal the quoted ones.
-      costMicros: ctx.catalog.charge('video.thumbnail', a.model, frames.length, ctx.prices, ctx.execution.reservedMicros),
+      units: frames.length,
       files: frames.map((body) => ({ format: 'png', mimeType: 'image/png', body })),
       facts: { frames: frames.length, width: plan.width, height: plan.height, durationSeconds: Number(plan.durationSeconds.toFixed(3)) },
     };

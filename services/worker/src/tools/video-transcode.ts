@@ -1,10 +1,10 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { VIDEO_TRANSCODE_LIMITS } from '@tes/catalog';
+import { VIDEO_TRANSCODE_LIMITS, type VideoTranscodeArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia, type MediaInfo, type MediaStream } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
-import type { ToolRunner } from '../runner';
+import type { RunnerOf } from '../runner';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = VIDEO_TRANSCODE_LIMITS;
@@ -57,16 +57,6 @@ export function h264OutputArgs(crf: number, maxBytes: number, extra: string[] = 
   return ['-c:v', 'libx264', '-preset', 'veryfast', '-crf', String(crf), '-pix_fmt', 'yuv420p', ...extra, '-movflags', '+faststart', '-fs', String(maxBytes)];
 }
 
-interface TranscodeArgs {
-  model: string;
-  fileId: string;
-  width?: number;
-  startSeconds: number;
-  durationSeconds?: number;
-  crf: number;
-  audio: boolean;
-}
-
 interface Checked {
   info: MediaInfo;
   video: MediaStream & { width: number; height: number };
@@ -76,7 +66,7 @@ interface Checked {
 }
 
 /** Decodes the upload's facts and checks the arguments against them (free: before paid work). */
-async function checkInput(a: TranscodeArgs, file: string, signal: AbortSignal): Promise<Checked> {
+async function checkInput(a: VideoTranscodeArgs, file: string, signal: AbortSignal): Promise<Checked> {
   const info = await probeMedia(file, signal);
   const video = info.streams.find((s) => s.type === 'video');
   if (!video) throw new StepError('invalid_input_file', 'the MP4 has no video stream');
@@ -99,16 +89,15 @@ async function checkInput(a: TranscodeArgs, file: string, signal: AbortSignal): 
  * re-probes it, so a redelivery that resumes there needs nothing from the earlier attempt.
  * The arguments reach ffmpeg only as validated numbers.
  */
-export const videoTranscodeRunner: ToolRunner = {
-  async runStep(ctx) {
-    const a = ctx.args as unknown as TranscodeArgs;
+export const videoTranscodeRunner: RunnerOf<'video.transcode'> = {
+  async probe(ctx, a) {
     const input = await ctx.inputFile(a.fileId);
     const checked = await checkInput(a, input.path, ctx.signal);
-    if (ctx.name === 'probe') {
-      return { costMicros: 0, checkpoint: { inputSeconds: checked.info.durationSeconds, hasAudio: checked.hasAudio } };
-    }
-    if (ctx.name !== 'transcode') throw new StepError('internal_error', `video.transcode has no step ${ctx.name}`);
-
+    return { units: 0, checkpoint: { inputSeconds: checked.info.durationSeconds, hasAudio: checked.hasAudio } };
+  },
+  async transcode(ctx, a) {
+    const input = await ctx.inputFile(a.fileId);
+    const checked = await checkInput(a, input.path, ctx.signal);
     const width = a.width ?? Math.min(L.maxWidth, Math.max(2, checked.video.width - (checked.video.width % 2)));
     // Fit into width x maxHeight keeping the aspect: a normal frame gets exactly `width`, a very
     // tall one is bounded in height. All values are integers we computed.
@@ -135,9 +124,8 @@ export const videoTranscodeRunner: ToolRunner = {
       throw err;
     }
     const video = await readVideoOutput(out, L.maxOutputBytes, ctx.signal, new StepError('invalid_input_file', 'the MP4 has no video frames at or after startSeconds'));
-    const units = startedSeconds(video.durationSeconds);
     return {
-      costMicros: ctx.catalog.charge('video.transcode', a.model, units, ctx.prices, ctx.execution.reservedMicros),
+      units: startedSeconds(video.durationSeconds),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body: video.body }],
       facts: { durationSeconds: video.durationSeconds, width: video.width, height: video.height, audio: video.hasAudio },
     };

@@ -1,0 +1,143 @@
+import { MAX_STEPS, StepError } from '@tes/core';
+import { crashPoint } from '@tes/lifecycle';
+import { enterWaiting, finishStep, getSteps, isConnectionError, startStep, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { hasProgram } from '../programs';
+import { isWait, OutcomeUnknown, type StepWait } from '../runner';
+import { discardArtifacts, executionOutput, storeFiles, summary } from './artifacts';
+import { LeaseLost, ShuttingDown, type ExecutionDeps } from './context';
+import { needsReview, settle } from './settle';
+import { runStep, type PricedResult } from './step';
+import type { WorkDir } from './work-dir';
+
+/**
+ * Runs a claimed execution's remaining steps in order, recording each before and after it
+ * runs, and settles it; 'waiting' when a provider step waits for its job (the caller has it
+ * come back). Stops before a new step when cancellation was requested. Throws LeaseLost when
+ * fenced out, ShuttingDown or a connection error when the execution must be given back.
+ */
+export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { firstClaim: boolean }, workDir: WorkDir): Promise<'ended' | 'waiting'> {
+  const { db, catalog, logger, workerId } = deps;
+  const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
+  const tool = catalog.get(e.tool);
+  const runner = deps.runners[e.tool];
+  const prices = await deps.prices(e.priceVersion);
+  if (!tool || !runner) {
+    await settle(deps, e, 'failed', [], { errorCode: 'internal_error', errorMessage: `this worker cannot run ${e.tool}` });
+    return 'ended';
+  }
+  const missing = (tool.models.find((m) => m.id === e.model)?.requires ?? []).filter((p) => !hasProgram(p));
+  if (missing.length > 0) {
+    // Nothing ran, nothing is charged; the catalog shows the model unavailable once a
+    // worker without the programs has reported at start.
+    await settle(deps, e, 'failed', [], { errorCode: 'tool_unavailable', errorMessage: `this worker lacks ${missing.join(', ')}` });
+    return 'ended';
+  }
+  const plan = tool.plan(e.arguments);
+  // Read once; afterwards kept up to date here with what this worker itself records (the
+  // lease fences out every other writer), saving a read per step.
+  let steps = e.firstClaim ? [] : await getSteps(db, e.projectId, [e.id]);
+
+  for (let index = 0; index < plan.length; index++) {
+    const step = plan[index]!;
+    const name = step.label ?? step.name;
+    const recorded = steps.find((s) => s.index === index);
+    if (recorded?.status === 'succeeded') continue;
+    if (index >= MAX_STEPS) {
+      await settle(deps, e, 'failed', steps, { errorCode: 'step_limit_exceeded', errorMessage: `an execution runs at most ${MAX_STEPS} steps` });
+      return 'ended';
+    }
+    const resuming = recorded?.status === 'running' && step.external === true;
+    if (resuming && !recorded.externalRef) {
+      // Started with an external provider and no reference was recorded: the request may
+      // have run and cost money. Never send it again; an operator decides.
+      await needsReview(deps, e, index, `step ${index} (${name}) was sent to a provider and its outcome is unknown after a crash`);
+      return 'ended';
+    }
+    if (!resuming) {
+      // A new step (a re-check of a waiting provider step is not one). Its start is fenced
+      // by the lease and by cancellation in one statement, so a cancel answered before it
+      // stops the execution here, whenever it landed.
+      crashPoint('worker.before_step');
+      const started = await startStep(db, { executionId: e.id, projectId: e.projectId, index, name, owner: workerId, external: step.external ?? false });
+      if (started === 'lease_lost') throw new LeaseLost();
+      if (started === 'cancel_requested') {
+        await settle(deps, e, 'cancelled', steps, {});
+        return 'ended';
+      }
+    }
+
+    let result: PricedResult | StepWait;
+    try {
+      result = await runStep(deps, { execution: e, tool, runner, index, step, previous: steps, prices, workDir, resumed: resuming ? recorded : undefined });
+    } catch (err) {
+      if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
+      if (err instanceof OutcomeUnknown) {
+        await needsReview(deps, e, index, err.message);
+        return 'ended';
+      }
+      const failure = err instanceof StepError ? err : null;
+      if (!failure) logger.error('worker.step.crashed', { ...log, step: index, err });
+      const errorCode = failure?.errorCode ?? 'internal_error';
+      if (!(await finishStep(db, { executionId: e.id, projectId: e.projectId, index, owner: workerId, status: 'failed', costMicros: 0, errorCode }))) {
+        throw new LeaseLost();
+      }
+      steps = recordLocally(steps, e.id, index, name, { status: 'failed', costMicros: 0, checkpoint: null, errorCode });
+      await settle(deps, e, 'failed', steps, { errorCode, errorMessage: failure?.message ?? 'the step failed unexpectedly' });
+      logger.info('worker.step.failed', { ...log, step: index, errorCode });
+      return 'ended';
+    }
+
+    if (isWait(result)) {
+      // Frees the consumer slot; the caller has the execution come back for a re-check.
+      if (!(await enterWaiting(db, { executionId: e.id, owner: workerId, recheckDeadlineMs: deps.recheckDeadlineMs }))) throw new LeaseLost();
+      logger.info('worker.step.waiting', { ...log, step: index, name });
+      return 'waiting';
+    }
+    const artifacts = await storeFiles(deps, e, index, result.files ?? []);
+    const checkpoint = { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} };
+    const ok = await finishStep(db, {
+      executionId: e.id,
+      projectId: e.projectId,
+      index,
+      owner: workerId,
+      status: 'succeeded',
+      costMicros: result.costMicros,
+      checkpoint,
+      artifacts,
+    });
+    if (!ok) {
+      // Fenced out: no row will ever name these objects, so they would stay in the bucket
+      // forever. (A finishStep that threw may have committed; its objects are kept.)
+      await discardArtifacts(deps, artifacts);
+      throw new LeaseLost();
+    }
+    logger.info('worker.step.succeeded', { ...log, step: index, name, costMicros: result.costMicros });
+    steps = recordLocally(steps, e.id, index, name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
+  }
+
+  await settle(deps, e, 'succeeded', steps, { output: executionOutput(steps) });
+  return 'ended';
+}
+
+/** The step list after this worker recorded a step's outcome (what the database now holds). */
+function recordLocally(
+  steps: StepRecord[],
+  executionId: string,
+  index: number,
+  name: string,
+  outcome: Pick<StepRecord, 'status' | 'costMicros' | 'checkpoint' | 'errorCode'>,
+): StepRecord[] {
+  const now = new Date().toISOString();
+  const before = steps.find((s) => s.index === index);
+  const updated: StepRecord = {
+    executionId,
+    index,
+    name,
+    externalRef: before?.externalRef ?? null,
+    attempts: before?.attempts ?? 1,
+    startedAt: before?.startedAt ?? now,
+    finishedAt: now,
+    ...outcome,
+  };
+  return [...steps.filter((s) => s.index !== index), updated].sort((a, b) => a.index - b.index);
+}

@@ -1,0 +1,128 @@
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
+import { StepError } from '@tes/core';
+import { getExecutionInputFile, recordExternalRef, renewLease, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { isWait, OutcomeUnknown, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
+import { LeaseLost, ShuttingDown, type ExecutionDeps } from './context';
+import { chargedSoFar } from './settle';
+import type { WorkDir } from './work-dir';
+
+const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
+
+/** One step to run, with what it needs to know about its execution. */
+export interface StepRun {
+  execution: ExecutionRecord;
+  tool: ToolDefinition;
+  runner: AnyRunner;
+  index: number;
+  step: StepPlan;
+  /** Steps recorded so far: earlier steps' checkpoints, and what the execution has cost. */
+  previous: StepRecord[];
+  /** The execution's price list (its price version's). */
+  prices: PriceList;
+  workDir: WorkDir;
+  /** This step's record when a waiting provider step is re-checked, else undefined. */
+  resumed: StepRecord | undefined;
+}
+
+/** A step's result as recorded: the runner's units priced into the step's cost. */
+export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
+
+/**
+ * Runs one step under its deadline, renewing the lease while it runs (losing the lease or a
+ * shutdown aborts it, with that as the reason), and prices what it reports.
+ */
+export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<PricedResult | StepWait> {
+  const { db, workerId, leaseTtlMs } = deps;
+  const { execution: e, index, step, workDir, resumed } = run;
+  const name = step.label ?? step.name;
+  const timeoutMs = step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
+  const controller = new AbortController();
+  const onShutdown = () => controller.abort(new ShuttingDown());
+  deps.shutdown.addEventListener('abort', onShutdown, { once: true });
+  // A provider reference this step has (recorded now or on an earlier run): past it, the
+  // provider has the job, may finish it and bill for it.
+  let providerRef = resumed?.externalRef ?? null;
+  const deadline = setTimeout(() => {
+    controller.abort(
+      providerRef === null
+        ? new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`)
+        // not a zero-charge failure: the job may have run and cost money; an operator decides
+        : new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`),
+    );
+  }, timeoutMs);
+  // Keep the lease alive while the step runs; losing it aborts the step.
+  const renew = setInterval(
+    () => {
+      renewLease(db, e.id, workerId, leaseTtlMs)
+        .then((r) => {
+          if (!r) controller.abort(new LeaseLost());
+        })
+        .catch(() => undefined);
+    },
+    Math.max(250, Math.floor(leaseTtlMs / 3)),
+  );
+  try {
+    const fn = run.runner[step.name];
+    if (!fn) throw new StepError('internal_error', `${e.tool} has no step ${step.name}`);
+    // The one place the arguments' type is taken on trust: the catalog checked them against
+    // this tool's schema at submit, and they are stored as checked.
+    const result = await (fn as StepFn<Record<string, unknown>>)({
+      logFields: { executionId: e.id, projectId: e.projectId, tool: e.tool },
+      index,
+      signal: controller.signal,
+      previous: run.previous,
+      externalRef: resumed?.externalRef ?? null,
+      stepCheckpoint: resumed?.checkpoint ?? null,
+      recordExternalRef: async (ref, checkpoint) => {
+        if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
+          throw new LeaseLost();
+        }
+        providerRef = ref;
+      },
+      get workDir() {
+        return workDir.path;
+      },
+      inputFile: (fileId) => fetchInput(deps, e, fileId, workDir.path, controller.signal),
+      logger: deps.logger,
+      providers: deps.providers,
+      sandbox: deps.sandbox,
+    }, e.arguments);
+    if (controller.signal.aborted) throw controller.signal.reason;
+    return isWait(result) ? result : price(deps, run, name, result);
+  } catch (err) {
+    throw controller.signal.aborted ? controller.signal.reason : err;
+  } finally {
+    clearTimeout(deadline);
+    clearInterval(renew);
+    deps.shutdown.removeEventListener('abort', onShutdown);
+  }
+}
+
+/**
+ * The step's cost: 0 for a free step; for a billed one, the catalog's price of its units under
+ * the execution's price version, capped at what remains of the reservation. That is the one
+ * cap: the execution is charged the sum of its steps' costs.
+ */
+function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResult): PricedResult {
+  const { units, ...rest } = result;
+  if (!Number.isSafeInteger(units) || units < 0) throw new Error(`step ${name} reported an invalid number of units`);
+  if (!run.step.billed) {
+    if (units !== 0) throw new Error(`step ${name} is free but reported ${units} units`);
+    return { ...rest, costMicros: 0 };
+  }
+  const e = run.execution;
+  const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments);
+  return { ...rest, costMicros: Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous))) };
+}
+
+async function fetchInput(deps: ExecutionDeps, e: ExecutionRecord, fileId: string, workDir: string, signal: AbortSignal): Promise<InputFile> {
+  // Scoped to the execution's project: a file id of another project does not resolve.
+  const file = await getExecutionInputFile(deps.db, e.projectId, e.id, fileId);
+  if (!file) throw new StepError('invalid_input_file', `input file ${fileId} is no longer available`);
+  const bytes = await deps.store.get(file.storageKey, signal);
+  const target = path.join(workDir, `${file.id}.${file.format}`);
+  await writeFile(target, bytes);
+  return { path: target, format: file.format, sizeBytes: bytes.length };
+}
