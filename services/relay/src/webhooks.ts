@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import { canonicalJson } from '@tes/core';
 import {
   claimDueDeliveries,
   fixDeliveryPayload,
@@ -97,7 +98,8 @@ export class WebhookDeliverer {
     let statusCode: number | null = null;
     let error: string | null = null;
     try {
-      const body = JSON.stringify(await this.payload(d));
+      // canonical (sorted keys): the first attempt's object and the stored jsonb give the same bytes
+      const body = canonicalJson(await this.payload(d));
       const res = await this.o.http.request('POST', d.url, {
         headers: webhookHeaders(d.secret, d.id, body),
         body,
