@@ -8,3 +8,5 @@ export * from './types';
 export { newIdempotencyKey, isValidIdempotencyKey, IDEMPOTENCY_KEY_PATTERN } from './idempotency';
 export { detectMimeType, UPLOAD_MIME_TYPES } from './media';
 export type { paths, components, operations } from './schema';
+export { verifyWebhook, WebhookVerificationError } from './webhooks';
+export type { WebhookEvent, VerifyWebhookOptions } from './webhooks';
