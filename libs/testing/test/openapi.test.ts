@@ -4,7 +4,7 @@ import { Catalog, DEFAULT_PRICE_LIST, type PriceList } from '@tes/catalog';
 import { ERROR_CODES, newId, type ErrorCode } from '@tes/core';
 import type { ExecutionRecord, StepRecord } from '@tes/db';
 import { httpFor } from '../../../services/gateway/src/errors';
-import { publicExecution } from '../../../services/gateway/src/serialize';
+import { publicExecution } from '@tes/db';
 import { escapePointer, loadOpenApi, OpenApiValidator, OPENAPI_PATH, type OpenApiDocument, type ResponseHeaders } from '../src/openapi';
 
 const doc = loadOpenApi();

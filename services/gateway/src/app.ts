@@ -7,17 +7,12 @@ import { isConnectionError, isRetryableTransactionError } from '@tes/db';
 import { authenticate } from './auth';
 import type { AuthContext, GatewayDeps } from './context';
 import { httpFor } from './errors';
-import { executionRoutes } from './routes/executions';
-import { projectRoutes } from './routes/project';
-import { toolRoutes } from './routes/tools';
-import { uploadRoutes } from './routes/upload';
+import { mountRoutes, readUnroutedBody } from './mount-routes';
 import { RequestLimits } from './rate-limit';
-import { checkStorable } from './body-checks';
-import { AllowedMethods } from './methods';
+import { RequestSchemas, type OpenApiDocument } from './request-schemas';
+import { apiRoutes, docsAssets, docsRoutes } from './routes';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
-export const JSON_BODY_LIMIT = '64kb';
 
 /** Builds the Express app; no network port is opened here, so supertest can drive it. */
 export function createApp(deps: GatewayDeps): express.Express {
@@ -27,7 +22,6 @@ export function createApp(deps: GatewayDeps): express.Express {
   // req.ip: the socket's peer unless TRUST_PROXY names the proxies whose X-Forwarded-For
   // may be believed; the failed-authentication throttle counts per req.ip.
   app.set('trust proxy', deps.config.trustProxy);
-  const allowed = AllowedMethods.of(app);
 
   // Every response, errors and unknown paths included, is uncacheable and carries a request id.
   app.use((req: Request, res: Response, next: NextFunction) => {
@@ -60,29 +54,12 @@ export function createApp(deps: GatewayDeps): express.Express {
     next();
   });
 
-  const openapi = loadOpenApiDocument();
-  app.get('/openapi.json', (_req: Request, res: Response) => {
-    if (!openapi) throw new AppError('route_not_found');
-    res.type('application/json; charset=utf-8').send(openapi);
-  });
+  // Every route is declared once (routes/), its request schemas taken from openapi.json.
+  const text = readOpenApiDocument();
+  const { router, table } = mountRoutes([...docsRoutes(text), ...apiRoutes(deps)], new RequestSchemas(JSON.parse(text) as OpenApiDocument));
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
-  const assets = express.static(swaggerUiAssets(), { index: false, redirect: false, fallthrough: false, setHeaders: (res) => res.setHeader('Cache-Control', 'no-store') });
-  app.use('/docs/assets', (req: Request, res: Response, next: NextFunction) => {
-    // a file that is missing, refused or undecodable is simply not a route
-    if (req.method !== 'GET' && req.method !== 'HEAD') {
-      res.set('Allow', 'GET, HEAD');
-      throw new AppError('method_not_allowed', 'method_not_allowed', { details: { allowedMethods: ['GET', 'HEAD'] } });
-    }
-    assets(req, res, (err?: unknown) => next(err ? new AppError('route_not_found') : undefined));
-  });
-  app.get('/docs', (_req: Request, res: Response) => {
-    res.type('text/html; charset=utf-8').send(DOCS_PAGE);
-  });
-  // the initializer is a file of its own so the page needs no inline script
-  app.get('/docs/init.js', (_req: Request, res: Response) => {
-    res.type('application/javascript; charset=utf-8').send(DOCS_INIT);
-  });
+  app.use('/docs/assets', docsAssets());
 
   // Order: the key, then the request rate, and only then the body. A caller without a valid
   // key, or past its limit, costs no body parsing (and is counted: failed authentications
@@ -96,44 +73,18 @@ export function createApp(deps: GatewayDeps): express.Express {
   // A method no route takes (OPTIONS, PUT, DELETE, ...) is refused before its body is read,
   // and before a router's automatic OPTIONS answer (text/plain, outside the envelope).
   app.use((req: Request, res: Response, next: NextFunction) => {
-    if (allowed.routes(req.method)) return next();
-    throw allowed.refusal(req.path, res);
+    if (table.takes(req.method)) return next();
+    throw table.refusal(req.path, res);
   });
 
-  // JSON bodies only, on the methods that take one (a body sent with GET is ignored, unread).
-  // A body of another type is refused before any parsing. Every route but the upload refuses
-  // bodies over 64 KiB with 413 before parsing them. The upload's body (up to 16 MiB of
-  // Base64) is read by its route, after a free upload slot was also checked. Then the parsed
-  // body and the query must be storable (the upload checks its own body).
-  const jsonParser = express.json({ limit: JSON_BODY_LIMIT, strict: true });
-  app.use('/tools', (req: Request, res: Response, next: NextFunction) => {
-    const parsed = (err?: unknown): void => {
-      if (err) return next(err);
-      try {
-        checkStorable(req.body, req.query);
-      } catch (e) {
-        return next(e);
-      }
-      next();
-    };
-    // req.path is relative to the /tools mount here
-    if (!BODY_METHODS.has(req.method)) return parsed();
-    const hasBody = Number(req.get('content-length') ?? 0) > 0 || req.get('transfer-encoding') !== undefined;
-    if (hasBody && !req.is('application/json')) {
-      throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { expected: 'application/json' } });
-    }
-    if (req.path === '/upload') return parsed();
-    jsonParser(req, res, parsed);
-  });
-
-  app.use(projectRoutes(deps));
-  app.use(uploadRoutes(deps));
-  app.use(executionRoutes(deps));
-  app.use(toolRoutes(deps));
+  // Each route reads its body as it declares (route-spec.ts); a request under /tools that no
+  // route takes has its body read and checked the same way before its 404 or 405.
+  app.use(router);
+  app.use('/tools', readUnroutedBody());
 
   // No route answered: a path some route has, with another method, is 405; else 404.
   app.use((req: Request, res: Response) => {
-    throw allowed.refusal(req.path, res);
+    throw table.refusal(req.path, res);
   });
 
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
@@ -185,44 +136,10 @@ function toAppError(err: unknown): AppError {
   return new AppError('internal_error');
 }
 
-/** The OpenAPI document beside the package (services/gateway/openapi.json), read once. */
-function loadOpenApiDocument(): string | undefined {
-  try {
-    return readFileSync(path.resolve(__dirname, '../openapi.json'), 'utf8');
-  } catch {
-    return undefined;
-  }
+/**
+ * The OpenAPI document beside the package (services/gateway/openapi.json), read once: served
+ * as it is, and the source of every request schema, so the gateway cannot start without it.
+ */
+function readOpenApiDocument(): string {
+  return readFileSync(path.resolve(__dirname, '../openapi.json'), 'utf8');
 }
-
-function swaggerUiAssets(): string {
-  // Only the folder's path: requiring the package's index would evaluate the whole 1.7 MB
-  // UI bundle in the gateway (~33 MB of memory) just to compute it.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return (require('swagger-ui-dist/absolute-path.js') as () => string)();
-}
-
-const DOCS_PAGE = `<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <title>Tool Execution Service API</title>
-  <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
-</head>
-<body>
-  <div id="swagger-ui"></div>
-  <script src="/docs/assets/swagger-ui-bundle.js"></script>
-  <script src="/docs/assets/swagger-ui-standalone-preset.js"></script>
-  <script src="/docs/init.js"></script>
-</body>
-</html>
-`;
-
-const DOCS_INIT = `window.ui = SwaggerUIBundle({
-  url: '/openapi.json',
-  dom_id: '#swagger-ui',
-  presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
-  layout: 'StandaloneLayout',
-  persistAuthorization: false,
-});
-`;
-

@@ -5,7 +5,7 @@ import type { Role, Scope } from '@tes/core';
 import type { Logger, Metrics } from '@tes/observability';
 import type { ObjectStore } from '@tes/storage';
 import type { OutboxDispatcher } from '@tes/messaging';
-import type { KeyCache } from './auth';
+import type { KeyCache } from './key-cache';
 import type { SettingsCache } from './settings-cache';
 import type { UsageCounter } from './usage-counter';
 

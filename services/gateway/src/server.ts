@@ -11,7 +11,7 @@ import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
 import { answerClientError, answerUnmetExpectation } from './client-errors';
 import { SettingsCache } from './settings-cache';
-import { KeyCache } from './auth';
+import { KeyCache } from './key-cache';
 import { UsageCounter } from './usage-counter';
 
 export interface RunningGateway {

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { createDb, revokeApiKey } from '@tes/db';
 import { addKey, createTestDatabase, seedProject, startTcpRelay, type TestDatabase } from '@tes/testing';
-import { KeyCache } from '../src/auth';
+import { KeyCache } from '../src/key-cache';
 
 /**
  * The key cache and a revocation racing a read (found in review): a read that started before

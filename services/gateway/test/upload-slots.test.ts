@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
-import { UploadSlots } from '../src/routes/upload';
+import { UploadSlots } from '../src/upload-slots';
 
 /** The slot bookkeeping of uploads, driven with response-like emitters. */
 let projects = 0;

@@ -1,22 +1,5 @@
-import express, { Router, type NextFunction, type Request, type Response } from 'express';
-import { AppError, RETENTION_MS, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
-import { recordUpload } from '@tes/db';
-import { uploadKey } from '@tes/storage';
-import { authOf, requireScope } from '../auth';
-import type { GatewayDeps } from '../context';
-import { compileCheck } from '../validation';
-import { checkStorable } from '../body-checks';
-
-export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
-/** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
-export const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
-
-const checkUploadBody = compileCheck<{ mimeType: string; data: string }>({
-  type: 'object',
-  additionalProperties: false,
-  required: ['mimeType', 'data'],
-  properties: { mimeType: { type: 'string', minLength: 1, maxLength: 100 }, data: { type: 'string' } },
-});
+import type { NextFunction, Request, Response } from 'express';
+import { AppError } from '@tes/core';
 
 /**
  * At most `max` uploads are read and processed at once in this process: each holds its body
@@ -122,54 +105,4 @@ export class UploadSlots {
     timer.unref();
     return () => clearInterval(timer);
   }
-}
-
-export function uploadRoutes(deps: GatewayDeps): Router {
-  const router = Router();
-  const slots = new UploadSlots(deps.config.uploadConcurrency, { minBytesPerSecond: deps.config.uploadMinBytesPerSecond, graceMs: 2_000 });
-  const parse = express.json({ limit: UPLOAD_BODY_LIMIT_BYTES, strict: true });
-  // the slot is held until the work below ends, even if the client goes away meanwhile
-  const store = async (req: Request, res: Response): Promise<void> => {
-    const auth = authOf(res);
-    // read here, after the checks every route had: the same refusal of unstorable text
-    checkStorable(req.body, {});
-    const body = checkUploadBody(req.body);
-    const format = formatForMime(body.mimeType);
-    if (!format) {
-      throw new AppError('unsupported_media_type', 'unsupported_media_type', { details: { accepted: ACCEPTED_UPLOAD_MIME_TYPES } });
-    }
-    // Size first: a decoded length above the limit is refused before the bytes are decoded.
-    if (Math.floor((body.data.length * 3) / 4) - 2 > MAX_UPLOAD_BYTES) {
-      throw new AppError('file_too_large', 'file_too_large', { details: { maxBytes: MAX_UPLOAD_BYTES } });
-    }
-    const bytes = decodeBase64Strict(body.data);
-    if (!bytes || bytes.length === 0) throw new AppError('invalid_base64');
-    if (bytes.length > MAX_UPLOAD_BYTES) throw new AppError('file_too_large', 'file_too_large', { details: { maxBytes: MAX_UPLOAD_BYTES } });
-    if (!bytesMatchFormat(bytes, format)) throw new AppError('file_content_mismatch', 'file_content_mismatch', { details: { declared: format } });
-
-    const sha256 = sha256Hex(bytes);
-    const key = uploadKey(auth.projectId, sha256);
-    const mimeType = CANONICAL_MIME[format];
-    // The object is written before the record: its key is the content hash, so a repeat or a
-    // crash in between leaves at worst an identical object, never a record without bytes.
-    await deps.store.put({ key, body: bytes, contentType: mimeType });
-    const { file, state } = await recordUpload(deps.db, {
-      projectId: auth.projectId,
-      sha256,
-      format,
-      mimeType,
-      sizeBytes: bytes.length,
-      storageKey: key,
-      retentionMs: RETENTION_MS,
-    });
-    // A revived record (its deadline had passed) may have raced the janitor, which deletes
-    // the object under the row lock our revive waited on: write the object once more.
-    if (state === 'revived') await deps.store.put({ key, body: bytes, contentType: mimeType });
-    deps.logger.info('gateway.upload.stored', { requestId: res.locals.requestId, projectId: auth.projectId, fileId: file.id, format, sizeBytes: bytes.length, state });
-    res.status(200).json({
-      data: { id: file.id, format: file.format, mimeType: file.mimeType, sizeBytes: file.sizeBytes, sha256: file.sha256, expiresAt: file.expiresAt },
-    });
-  };
-  router.post('/tools/upload', requireScope('tools:execute'), slots.take(), parse, (req: Request, res: Response) => slots.run(res, () => store(req, res)));
-  return router;
 }

@@ -1,0 +1,103 @@
+import type { Response } from 'express';
+import { AppError } from '@tes/core';
+
+/** A route as the table sees it: an HTTP method and an OpenAPI path template. */
+export interface RouteKey {
+  method: 'get' | 'post';
+  /** OpenAPI path template: literal segments and `{name}` parameters ('/tools/{tool}'). */
+  path: string;
+}
+
+const PARAM = /^\{([A-Za-z0-9_]+)\}$/;
+
+function segmentsOf(template: string): string[] {
+  return template.split('/').slice(1);
+}
+
+/** Express's spelling of a template ('/tools/{tool}' → '/tools/:tool'), for its router and the metrics' route label. */
+export function expressPath(template: string): string {
+  return template.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
+}
+
+/**
+ * Literal segments before parameters, so that registration order decides nothing: the
+ * router takes the first route that matches, and of two templates that can match the same
+ * path (same length) the one with a literal where the other has a parameter comes first
+ * (OpenAPI 3.1 "Path Templating Matching": concrete paths win). '/tools/quote' therefore
+ * precedes '/tools/{tool}'; a method the literal path lacks still reaches the parameterised
+ * one (POST /tools/executions is a submit of the tool "executions").
+ */
+export function inMatchingOrder<R extends RouteKey>(routes: readonly R[]): R[] {
+  return [...routes].sort((a, b) => {
+    const x = segmentsOf(a.path);
+    const y = segmentsOf(b.path);
+    for (let i = 0; i < Math.min(x.length, y.length); i++) {
+      const kind = Number(PARAM.test(x[i]!)) - Number(PARAM.test(y[i]!));
+      if (kind !== 0) return kind;
+    }
+    return x.length - y.length;
+  });
+}
+
+/**
+ * Which methods the routes take for a concrete path: the 405's Allow header, and the refusal
+ * of methods no route takes. Matches as Express 5's router does (path-to-regexp 8 with the
+ * router's defaults): case-insensitive, one optional trailing slash, a parameter is one
+ * non-empty segment that must percent-decode. The raw path is matched, so an encoded
+ * letter never matches a literal segment.
+ */
+export class RouteTable {
+  private readonly entries: { method: string; pattern: RegExp }[];
+  private readonly everyMethod: ReadonlySet<string>;
+
+  constructor(routes: readonly RouteKey[]) {
+    this.entries = routes.map((r) => ({ method: r.method.toUpperCase(), pattern: patternOf(r.path) }));
+    this.everyMethod = new Set(this.entries.flatMap((e) => withHead(e.method)));
+  }
+
+  /** Methods the path takes, sorted (GET brings HEAD); empty when no route matches it. */
+  allowed(path: string): string[] {
+    const into = new Set<string>();
+    for (const e of this.entries) if (matches(e.pattern, path)) for (const m of withHead(e.method)) into.add(m);
+    return [...into].sort();
+  }
+
+  /** Whether any route takes `method` (the others are refused before a body is read). */
+  takes(method: string): boolean {
+    return this.everyMethod.has(method);
+  }
+
+  /** 405 with Allow when some route has the path, else 404. */
+  refusal(path: string, res: Response): AppError {
+    const allowed = this.allowed(path);
+    if (allowed.length === 0) return new AppError('route_not_found');
+    res.set('Allow', allowed.join(', '));
+    return new AppError('method_not_allowed', 'method_not_allowed', { details: { allowedMethods: allowed } });
+  }
+}
+
+function withHead(method: string): string[] {
+  return method === 'GET' ? ['GET', 'HEAD'] : [method];
+}
+
+function patternOf(template: string): RegExp {
+  const source = segmentsOf(template)
+    .map((s) => (PARAM.test(s) ? '([^/]+)' : s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .join('/');
+  return new RegExp(`^/${source}/?$`, 'i');
+}
+
+function matches(pattern: RegExp, path: string): boolean {
+  const m = pattern.exec(path);
+  if (!m) return false;
+  // the router refuses a parameter it cannot percent-decode: that path reaches no route
+  for (const value of m.slice(1)) {
+    if (!value.includes('%')) continue;
+    try {
+      decodeURIComponent(value);
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}

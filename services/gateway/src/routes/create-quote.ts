@@ -1,0 +1,26 @@
+import type { GatewayDeps } from '../context';
+import type { KeyRoute } from '../route-spec';
+import { checkInputFiles } from './input-files';
+
+/** components.schemas.QuoteRequest */
+export interface QuoteBody {
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+
+/** A free quote: the most a submit of this input would reserve, at the current prices. */
+export function createQuoteRoute({ catalog, settings, db }: GatewayDeps): KeyRoute<QuoteBody> {
+  return {
+    method: 'post',
+    path: '/tools/quote',
+    operationId: 'createQuote',
+    scope: 'tools:read',
+    body: 'json',
+    handle: async ({ res, auth, body }) => {
+      const s = await settings.get();
+      const input = catalog.resolve(body.tool, body.arguments, s.unavailable);
+      await checkInputFiles(db, auth.projectId, input);
+      res.json({ data: catalog.quote(input, s.prices, s.priceVersion) });
+    },
+  };
+}

@@ -1,0 +1,34 @@
+import { AppError } from '@tes/core';
+import { getProject, getUsage, monthBounds } from '@tes/db';
+import type { GatewayDeps } from '../context';
+import type { KeyRoute } from '../route-spec';
+
+/** This month's requests, executions and charges of the calling key's project, and what its cap leaves. */
+export function getUsageRoute({ db }: GatewayDeps): KeyRoute {
+  return {
+    method: 'get',
+    path: '/tools/usage',
+    operationId: 'getUsage',
+    scope: 'usage:read',
+    body: 'none',
+    handle: async ({ res, auth }) => {
+      const now = new Date();
+      const [p, usage] = await Promise.all([getProject(db, auth.projectId), getUsage(db, auth.projectId, now)]);
+      if (!p) throw new AppError('platform_project_permission_required');
+      const { start, end } = monthBounds(now);
+      const remaining = p.monthlyCapMicros === null ? null : Math.max(0, p.monthlyCapMicros - p.monthChargedMicros - p.reservedMicros);
+      res.json({
+        data: {
+          period: { start: start.toISOString(), end: end.toISOString() },
+          requestCount: usage.requestCount,
+          executionCount: usage.executionCount,
+          chargedMicros: usage.chargedMicros,
+          reservedMicros: p.reservedMicros,
+          currency: 'usd',
+          monthlyCapMicros: p.monthlyCapMicros,
+          remainingCapMicros: remaining,
+        },
+      });
+    },
+  };
+}
