@@ -2,7 +2,7 @@ import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
 import { createDb, pingDb } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
-import { StartedParts, type Stoppable } from '@tes/lifecycle';
+import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { GuardedHttp } from '@tes/outbound';
@@ -19,7 +19,7 @@ export interface RunningRelay {
 
 /** Builds and starts every part of the relay from config; a start that fails stops what it started. */
 export function startRelay(config: Config, logger: Logger): Promise<RunningRelay> {
-  return buildRelay(config, logger, new StartedParts());
+  return startCleanly((started) => buildRelay(config, logger, started), { logger, deadlineMs: config.shutdownTimeoutMs });
 }
 
 async function buildRelay(config: Config, logger: Logger, started: StartedParts): Promise<RunningRelay> {
