@@ -159,11 +159,37 @@ export interface paths {
         };
         /**
          * State, result and settled amount of an execution
-         * @description Poll no more often than every 5 seconds.
+         * @description Poll no more often than every 5 seconds, or wait for the end in one request with `Prefer: wait=N`, or follow `GET /tools/executions/{id}/events`.
          *
          *     Requires scope `executions:read`.
          */
         get: operations["getExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/executions/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow an execution's changes as Server-Sent Events
+         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). The stream counts once toward the rate limit.
+         *
+         *     ```
+         *     curl -N -H "Authorization: Bearer $TES_API_KEY" $TES_URL/tools/executions/exe_…/events
+         *     ```
+         *
+         *     Requires scope `executions:read`.
+         */
+        get: operations["streamExecutionEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -864,6 +890,7 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                 "RateLimit-Reset": components["headers"]["RateLimitReset"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                "Preference-Applied": components["headers"]["PreferenceApplied"];
                 [name: string]: unknown;
             };
             content: {
@@ -1310,6 +1337,13 @@ export interface components {
         StatusFilter: components["schemas"]["ExecutionStatus"];
         /** @description Only executions of this tool. */
         ToolFilter: components["schemas"]["ToolName"];
+        /**
+         * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state. Other preferences are ignored.
+         * @example wait=30
+         */
+        PreferWait: string;
+        /** @description The `id` of the last event received (EventSource sends it when it reconnects): the stream then starts with an event only if the execution changed since. */
+        LastEventId: string;
     };
     requestBodies: never;
     headers: {
@@ -1341,10 +1375,10 @@ export interface components {
         RetryAfterIfRateLimited: number;
         /** @description Path of the execution: /tools/executions/{id}. */
         Location: string;
-        /** @description The original execution of this Idempotency-Key was returned; nothing new was created. */
-        IdempotentReplayed: "true";
         /** @description Present (`true`) when the original execution of this Idempotency-Key was returned; absent on a new acceptance. */
         IdempotentReplayedIfReplay: "true";
+        /** @description `wait=N`: the execution ended within the `Prefer: wait=N` the request asked for. */
+        PreferenceApplied: string;
     };
     pathItems: never;
 }
@@ -1569,6 +1603,11 @@ export interface operations {
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
                 /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
                 "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+                /**
+                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state. Other preferences are ignored.
+                 * @example wait=30
+                 */
+                Prefer?: components["parameters"]["PreferWait"];
             };
             path: {
                 /** @description A tool name from the catalog (unknown name: 404 tool_not_found). */
@@ -1582,7 +1621,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description Replay of an execution that has ended (succeeded, failed or cancelled). */
+            /** @description The execution has ended: a replay of an ended execution, or (with `Prefer: wait=N`) an execution that ended within the wait, which carries `Preference-Applied`. */
             200: {
                 headers: {
                     "Cache-Control": components["headers"]["CacheControl"];
@@ -1591,7 +1630,8 @@ export interface operations {
                     "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
                     "RateLimit-Reset": components["headers"]["RateLimitReset"];
                     "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
-                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayedIfReplay"];
+                    "Preference-Applied": components["headers"]["PreferenceApplied"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1678,6 +1718,11 @@ export interface operations {
             header?: {
                 /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
                 "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+                /**
+                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state. Other preferences are ignored.
+                 * @example wait=30
+                 */
+                Prefer?: components["parameters"]["PreferWait"];
             };
             path: {
                 /**
@@ -1691,6 +1736,56 @@ export interface operations {
         requestBody?: never;
         responses: {
             200: components["responses"]["Execution"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ExecutionNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    streamExecutionEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `id` of the last event received (EventSource sends it when it reconnects): the stream then starts with an event only if the execution changed since. */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Execution id (`exe_` + ULID). Any other value, or an execution of another project, is 404 execution_not_found.
+                 * @example exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["ExecutionIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 1000
+                     *
+                     *     event: execution
+                     *     id: 1042
+                     *     data: {"id":"exe_01JD3…","status":"running",…}
+                     */
+                    "text/event-stream": string;
+                };
+            };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["ExecutionNotFound"];

@@ -20,6 +20,7 @@ export interface Metrics {
   ledgerAuditOk: Gauge<string>;
   settledMicros: Counter<'tool'>;
   executionFailures: Counter<'tool' | 'error_code'>;
+  openStreams: Gauge<string>;
   webhookAttempts: Counter<'outcome'>;
   webhookDeliveryLag: Histogram<string>;
 }
@@ -110,6 +111,11 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       name: 'tes_execution_failures_total',
       help: 'Executions that ended failed, by tool and error code',
       labelNames: ['tool', 'error_code'],
+      registers: [registry],
+    }),
+    openStreams: new Gauge({
+      name: 'tes_event_streams_open',
+      help: 'Execution event streams (Server-Sent Events) this process holds open',
       registers: [registry],
     }),
     webhookAttempts: new Counter({

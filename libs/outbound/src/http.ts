@@ -53,7 +53,8 @@ function checkAddress(host: string, address: string, allowPrivate: boolean): voi
 
 /**
  * HTTP for everything we send to addresses others chose: providers' APIs and the output URLs
- * they hand back (the worker), webhook endpoints (the relay). Every address a name resolves to is checked before connecting, inside the
+ * they hand back (the worker), webhook endpoints (the relay). Every address a name resolves to
+ * is checked before connecting, inside the
  * connection's own lookup, so DNS rebinding cannot slip a private address in between the
  * check and the connect: loopback, private, link-local (cloud metadata) and other non-public
  * ranges are refused unless explicitly allowed. Redirects are followed by hand, each hop

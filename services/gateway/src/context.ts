@@ -5,6 +5,7 @@ import type { Role, Scope } from '@tes/core';
 import type { Logger, Metrics } from '@tes/observability';
 import type { ObjectStore } from '@tes/storage';
 import type { OutboxDispatcher } from '@tes/messaging';
+import type { ChangeHub } from './push/change-hub';
 import type { KeyCache } from './key-cache';
 import type { SettingsCache } from './settings-cache';
 import type { UsageCounter } from './usage-counter';
@@ -15,6 +16,8 @@ export interface GatewayDeps {
   catalog: Catalog;
   store: ObjectStore;
   dispatcher: OutboxDispatcher;
+  /** Wakes waiting requests and event streams when an execution changes (any process). */
+  changes: ChangeHub;
   settings: SettingsCache;
   keys: KeyCache;
   usage: UsageCounter;

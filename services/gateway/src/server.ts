@@ -13,6 +13,7 @@ import { answerClientError, answerUnmetExpectation } from './client-errors';
 import { SettingsCache } from './settings-cache';
 import { KeyCache } from './key-cache';
 import { UsageCounter } from './usage-counter';
+import { ChangeHub } from './push/change-hub';
 
 export interface RunningGateway {
   port: number;
@@ -75,7 +76,10 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   const usage = new UsageCounter(db, logger, config.usageFlushIntervalMs);
   usage.start();
   started.add('usage', () => usage.stop());
-  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics });
+  const changes = new ChangeHub({ db, databaseUrl: config.databaseUrl, logger });
+  started.add('push', () => changes.stop());
+  await changes.start();
+  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, changes });
   // Every answer carries the envelope, also those Node would write itself: requests its
   // parser refuses, an unmet Expect, and (requireHostHeader: false, app.ts answers instead)
   // an HTTP/1.1 request without Host.
@@ -111,6 +115,9 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
     port,
     metricsPort,
     parts: [
+      // first: waiting requests answer with the state they have, streams end (clients resume
+      // elsewhere with Last-Event-ID), so the server's close below does not wait for them
+      { name: 'push', stop: () => changes.stop() },
       {
         name: 'http',
         stop: () =>

@@ -106,19 +106,3 @@ export type Runners = { readonly [T in ToolName]: RunnerOf<T> };
  * stored arguments, which the catalog checked against the tool's schema at submit.
  */
 export type AnyRunner = Readonly<Record<string, StepFn<never>>>;
-
-/** Resolves after `ms`, or rejects with the signal's reason when aborted first. */
-export function abortableSleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}

@@ -8,7 +8,7 @@ import { ObjectStore } from '@tes/storage';
 import { newWorkerId, StepEngine } from './engine';
 import { RUNNERS } from './tools';
 import { hasProgram } from './programs';
-import { ProviderHttp } from './providers/http';
+import { GuardedHttp } from '@tes/outbound';
 
 export interface RunningWorker {
   workerId: string;
@@ -56,7 +56,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
     publishLater: (message, category) =>
       publisher.publish(names.waitRoutingKey(category), message, { messageId: `later-${message.executionId}-${Date.now()}` }),
     providers: {
-      http: new ProviderHttp({ allowPrivateNetworks: config.providerAllowPrivateNetworks }),
+      http: new GuardedHttp({ allowPrivateNetworks: config.providerAllowPrivateNetworks }),
       baseUrls: config.providerBaseUrls,
       credentials: { replicate: config.providers.replicateApiToken, fal: config.providers.falKey, openai: config.providers.openaiApiKey },
       jobTimeoutMs: config.providerJobTimeoutMs,

@@ -7,7 +7,7 @@ import { createMetrics, createNullLogger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
 import { StepEngine } from '../src/engine';
-import { ProviderHttp } from '../src/providers/http';
+import { GuardedHttp } from '@tes/outbound';
 import { runProgram } from '../src/programs';
 import type { AnyRunner } from '../src/runner';
 
@@ -64,7 +64,7 @@ function engineFor(tool: ToolDefinition, runner: AnyRunner, objectStore: ObjectS
     workerId: 'wrk_test',
     waitMs: 1_000,
     publishLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: { http: new ProviderHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
+    providers: { http: new GuardedHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
   });
 }
 

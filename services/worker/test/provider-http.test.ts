@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StepError } from '@tes/core';
-import { BlockedAddressError, HttpStatusError, ProviderHttp, retryableCreate, retryableRead, withRetries } from '../src/providers/http';
+import { BlockedAddressError, HttpStatusError, GuardedHttp, retryableCreate, retryableRead, withRetries } from '@tes/outbound';
 import { classifyCreateError } from '../src/providers/common';
 import { OutcomeUnknown } from '../src/runner';
 
@@ -44,7 +44,7 @@ beforeEach(() => {
 const signal = () => AbortSignal.timeout(5_000);
 
 describe('address guard (SSRF)', () => {
-  const guarded = new ProviderHttp({ allowPrivateNetworks: false });
+  const guarded = new GuardedHttp({ allowPrivateNetworks: false });
 
   it.each([
     ['loopback literal', () => `http://127.0.0.1:${port}/ok`],
@@ -65,14 +65,14 @@ describe('address guard (SSRF)', () => {
   });
 
   it('lets loopback through only when explicitly allowed (tests with local fakes)', async () => {
-    const open = new ProviderHttp({ allowPrivateNetworks: true });
+    const open = new GuardedHttp({ allowPrivateNetworks: true });
     const res = await open.json<{ ok: boolean }>('GET', `http://127.0.0.1:${port}/ok`, { signal: signal() });
     expect(res).toEqual({ ok: true });
   });
 });
 
 describe('requests', () => {
-  const open = new ProviderHttp({ allowPrivateNetworks: true });
+  const open = new GuardedHttp({ allowPrivateNetworks: true });
 
   it('follows redirects by hand', async () => {
     const res = await open.request('GET', `http://127.0.0.1:${port}/redirect`, { signal: signal() });

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StepError } from '@tes/core';
 import { fetchOutput, read, ReadFailed, type ProviderContext } from '../src/providers/common';
-import { HttpStatusError, ProviderHttp, retryableRead, retryWithin } from '../src/providers/http';
+import { HttpStatusError, GuardedHttp, retryableRead, retryWithin } from '@tes/outbound';
 
 /**
  * Reads of a provider job that exists (status, result, output files): a failure is a
@@ -45,11 +45,11 @@ beforeEach(() => {
   hits = [];
 });
 
-const open = new ProviderHttp({ allowPrivateNetworks: true });
+const open = new GuardedHttp({ allowPrivateNetworks: true });
 
 function context(signal: AbortSignal, allowPrivateNetworks = true): ProviderContext {
   return {
-    http: new ProviderHttp({ allowPrivateNetworks }),
+    http: new GuardedHttp({ allowPrivateNetworks }),
     baseUrls: { replicate: base, fal: base, openai: base },
     credentials: {},
     jobTimeoutMs: 60_000,

@@ -1,10 +1,11 @@
 import { AppError, isId } from '@tes/core';
-import { getExecutionWithSteps, publicExecution } from '@tes/db';
+import { getExecutionWithSteps } from '@tes/db';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
+import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
-/** One execution of the caller's project, with its steps. */
-export function getExecutionRoute({ db }: GatewayDeps): KeyRoute {
+/** One execution of the caller's project, with its steps; with `Prefer: wait=N`, once it ended or after N seconds. */
+export function getExecutionRoute({ db, changes }: GatewayDeps): KeyRoute {
   return {
     method: 'get',
     path: '/tools/executions/{id}',
@@ -15,7 +16,11 @@ export function getExecutionRoute({ db }: GatewayDeps): KeyRoute {
       const id = req.params.id as string;
       const found = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
       if (!found) throw new AppError('execution_not_found');
-      res.json({ data: publicExecution(found.execution, found.steps) });
+      const wait = preferredWaitSeconds(req);
+      if (wait === null) return void res.json(executionBody(found));
+      const { view, applied } = await waitForEnd(changes, req, auth.projectId, found, wait);
+      if (applied) preferenceApplied(res, wait);
+      res.json(executionBody(view));
     },
   };
 }

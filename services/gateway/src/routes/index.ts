@@ -10,6 +10,7 @@ import { listExecutionsRoute } from './list-executions';
 import { listToolsRoute } from './list-tools';
 import { submitExecutionRoute } from './submit-execution';
 import { uploadFileRoute } from './upload-file';
+import { streamExecutionEventsRoute } from '../push/events-route';
 
 export { docsAssets, docsRoutes } from './docs';
 
@@ -24,6 +25,7 @@ export function apiRoutes(deps: GatewayDeps): KeyRoute[] {
     submitExecutionRoute(deps),
     listExecutionsRoute(deps),
     getExecutionRoute(deps),
+    streamExecutionEventsRoute(deps),
     cancelExecutionRoute(deps),
     getArtifactDownloadRoute(deps),
   ];

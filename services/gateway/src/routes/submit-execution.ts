@@ -1,11 +1,12 @@
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import { AppError, canonicalJson, isAppError, isTerminal, newId, sha256Hex } from '@tes/core';
-import { findBindingSettled, getSteps, publicExecution, submitExecution, type ExecutionRecord, type SubmitResult } from '@tes/db';
+import { findBindingSettled, getSteps, submitExecution, type ExecutionRecord, type ExecutionView, type SubmitResult } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
 import type { AuthContext, GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import type { QuoteBody } from './create-quote';
 import { checkInputFiles } from './input-files';
+import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
 /** components.schemas.SubmitRequest */
 interface SubmitBody extends QuoteBody {
@@ -38,7 +39,7 @@ export function submitExecutionRoute(deps: GatewayDeps): KeyRoute<SubmitBody> {
       const requestDigest = sha256Hex(canonicalJson(body));
 
       const result = await submitOrFindBinding(deps, auth, body, key, requestDigest);
-      if (result.kind === 'existing') return answerBound(deps, res, result.execution, auth.keyId, requestDigest);
+      if (result.kind === 'existing') return answerBound(deps, req, res, result.execution, auth.keyId, requestDigest);
 
       const e = result.execution;
       deps.dispatcher.dispatch(result.outbox);
@@ -50,7 +51,7 @@ export function submitExecutionRoute(deps: GatewayDeps): KeyRoute<SubmitBody> {
         tool: e.tool,
         reservedMicros: e.reservedMicros,
       });
-      res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${e.id}` }).json({ data: publicExecution(e, []) });
+      await answer(deps, req, res, { execution: e, steps: [], version: 0 });
     },
   };
 }
@@ -115,13 +116,29 @@ async function submitOrFindBinding(deps: GatewayDeps, auth: AuthContext, body: S
  * The one answer to a request whose key is already bound: same key + same API key + same
  * body is the original execution (Idempotent-Replayed); anything else is 409.
  */
-async function answerBound(deps: GatewayDeps, res: Response, e: ExecutionRecord, keyId: string, digest: string): Promise<void> {
+async function answerBound(deps: GatewayDeps, req: Request, res: Response, e: ExecutionRecord, keyId: string, digest: string): Promise<void> {
   if (e.apiKeyId !== keyId || e.requestDigest !== digest) throw new AppError('idempotency_key_reused');
   const steps = await getSteps(deps.db, e.projectId, [e.id]);
   res.set('Idempotent-Replayed', 'true');
-  if (isTerminal(e.status)) {
-    res.status(200).json({ data: publicExecution(e, steps) });
+  await answer(deps, req, res, { execution: e, steps, version: 0 });
+}
+
+/**
+ * An accepted (or replayed) execution: 200 once it has ended, else 202 with Retry-After: 5 and
+ * its Location. With `Prefer: wait=N` the answer waits up to N seconds for the end; one that
+ * came within it carries Preference-Applied.
+ */
+async function answer(deps: GatewayDeps, req: Request, res: Response, accepted: ExecutionView): Promise<void> {
+  let view = accepted;
+  const wait = preferredWaitSeconds(req);
+  if (wait !== null) {
+    const waited = await waitForEnd(deps.changes, req, accepted.execution.projectId, accepted, wait);
+    view = waited.view;
+    if (waited.applied) preferenceApplied(res, wait);
+  }
+  if (isTerminal(view.execution.status)) {
+    res.status(200).json(executionBody(view));
   } else {
-    res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${e.id}` }).json({ data: publicExecution(e, steps) });
+    res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${view.execution.id}` }).json(executionBody(view));
   }
 }

@@ -1,5 +1,5 @@
 import { StepError } from '@tes/core';
-import { BlockedAddressError, HttpStatusError, ProviderHttp, retryableCreate, retryableRead, retryWithin, withRetries } from './http';
+import { BlockedAddressError, HttpStatusError, retryableCreate, retryableRead, retryWithin, withRetries, type GuardedHttp } from '@tes/outbound';
 import { OutcomeUnknown } from '../runner';
 
 /** The output files a provider job produced, as URLs to fetch or bytes it returned inline. */
@@ -14,7 +14,7 @@ export interface ProviderCredentials {
 }
 
 export interface ProviderSetup {
-  http: ProviderHttp;
+  http: GuardedHttp;
   baseUrls: { replicate: string; fal: string; openai: string };
   credentials: ProviderCredentials;
   /**

@@ -1,6 +1,6 @@
 import type { PollResult, ProviderContext } from './common';
 import { createJob, read, ReadFailed, requireCredential } from './common';
-import { HttpStatusError, retryAfterMs } from './http';
+import { HttpStatusError, retryAfterMs } from '@tes/outbound';
 
 /**
  * fal queue API: POST {queue}/{model_id} enqueues ({ request_id }); GET

@@ -1,7 +1,7 @@
 import { StepError } from '@tes/core';
 import type { ProviderContext, ProviderOutput } from './common';
 import { createJob, requireCredential } from './common';
-import { HttpStatusError } from './http';
+import { HttpStatusError } from '@tes/outbound';
 
 /**
  * OpenAI Images API (POST /images/generations): synchronous; with gpt-image-1 every image

@@ -1,7 +1,7 @@
 import { StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
 import { fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
-import { backoffDelayMs } from '../providers/http';
+import { backoffDelayMs } from '@tes/outbound';
 import { OutcomeUnknown, type StepContext, type StepWait } from '../runner';
 
 /** How a hosted model is driven: a queued job (create, then poll) or one synchronous call. */

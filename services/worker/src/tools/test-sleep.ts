@@ -1,6 +1,7 @@
 import { StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import { abortableSleep, type RunnerOf } from '../runner';
+import { abortableSleep } from '@tes/outbound';
+import type { RunnerOf } from '../runner';
 
 /** test.sleep: each step sleeps, then reports its one unit; the last step writes a small text file. */
 export const testSleepRunner: RunnerOf<'test.sleep'> = {

@@ -1,0 +1,83 @@
+import type { Response } from 'express';
+import { AppError, isId, isTerminal } from '@tes/core';
+import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes/db';
+import type { GatewayDeps } from '../context';
+import type { KeyRoute } from '../route-spec';
+
+/** A comment line this often keeps proxies from closing an idle stream. */
+export const KEEPALIVE_MS = 15_000;
+/** What EventSource waits before reconnecting (it sends Last-Event-ID, and resumes). */
+const RECONNECT_MS = 1_000;
+
+/**
+ * `GET /tools/executions/{id}/events`: the execution's changes as Server-Sent Events. The
+ * first event carries the current state at once (with Last-Event-ID: only if the execution
+ * changed since that version); then one event per change, each `event: execution`, `id:` the
+ * execution's version, `data:` the execution as GET shows it; the stream ends after the event
+ * that carries a terminal status. Changes come from any process through the ChangeHub (Postgres
+ * LISTEN/NOTIFY); a stream holds no database connection between them. A gateway that stops ends
+ * its streams, and the client resumes on another with Last-Event-ID.
+ */
+export function streamExecutionEventsRoute({ db, changes, metrics }: GatewayDeps): KeyRoute {
+  return {
+    method: 'get',
+    path: '/tools/executions/{id}/events',
+    operationId: 'streamExecutionEvents',
+    scope: 'executions:read',
+    body: 'none',
+    handle: async ({ req, res, auth }) => {
+      const id = req.params.id as string;
+      const first = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
+      if (!first) throw new AppError('execution_not_found');
+      const resumeFrom = lastEventId(req.get('last-event-id'));
+
+      res.status(200).set({
+        'Content-Type': 'text/event-stream; charset=utf-8',
+        Connection: 'keep-alive',
+        // nginx and friends: pass events through as they come
+        'X-Accel-Buffering': 'no',
+      });
+      res.flushHeaders();
+      res.write(`retry: ${RECONNECT_MS}\n\n`);
+      metrics.openStreams.inc();
+
+      let sent = resumeFrom ?? -1;
+      let ended = false;
+      const end = () => {
+        if (ended) return;
+        ended = true;
+        clearInterval(keepalive);
+        unwatch();
+        unregister();
+        metrics.openStreams.dec();
+        res.end();
+      };
+      const send = (view: ExecutionView) => {
+        if (ended || view.version <= sent) return;
+        sent = view.version;
+        writeEvent(res, view);
+        if (isTerminal(view.execution.status)) end();
+      };
+      const keepalive = setInterval(() => res.write(': keep-alive\n\n'), KEEPALIVE_MS);
+      const unwatch = changes.watch(auth.projectId, id, send);
+      const unregister = changes.atStop(end);
+      req.on('close', end);
+      if (changes.stopping) return end();
+      send(first);
+      changes.refresh(id);
+      // Already ended, and the client has seen it (it resumed from the terminal event's id).
+      if (!ended && isTerminal(first.execution.status) && first.version <= sent) end();
+    },
+  };
+}
+
+function writeEvent(res: Response, view: ExecutionView): void {
+  const data = JSON.stringify(publicExecution(view.execution, view.steps));
+  res.write(`event: execution\nid: ${view.version}\ndata: ${data}\n\n`);
+}
+
+/** A Last-Event-ID this stream could have sent (a version); anything else is ignored. */
+function lastEventId(raw: string | undefined): number | null {
+  if (raw === undefined || !/^\d{1,15}$/.test(raw.trim())) return null;
+  return Number(raw.trim());
+}
