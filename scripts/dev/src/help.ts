@@ -30,6 +30,7 @@ Environment (everything else is passed to the services unchanged):
                        S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3_REGION)
   S3_BUCKET            bucket, created when missing (default ${DEFAULTS.S3_BUCKET})
   ENABLE_TEST_TOOLS    default 1 here (the test.* tools); set 0 to hide them
+  WEBHOOK_ALLOW_PRIVATE default 1 here (webhooks may go to localhost); 0 in production
   LOG_LEVEL            default info; debug also shows every embedded Postgres log line
   SHUTDOWN_TIMEOUT_MS  how long each service may take to drain (default 25000)
   DEV_PG_PROBE_URL     where to look for a local Postgres when DATABASE_URL is unset

@@ -6,12 +6,14 @@ import { ConfigError, DEFAULTS, loadConfig, type Config } from '@tes/config';
 import { DevError } from './output';
 
 /** The repository root: this file runs from scripts/dev/dist/. */
-export const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
+const REPO_ROOT = path.resolve(__dirname, '..', '..', '..');
 
 /** Defaults the launcher gives every child unless the environment sets them. */
 export const DEV_DEFAULTS: Record<string, string> = {
   NODE_ENV: 'development',
   ENABLE_TEST_TOOLS: '1',
+  // a webhook endpoint on this machine (a local receiver) is allowed here, never by default
+  WEBHOOK_ALLOW_PRIVATE: '1',
   LOG_LEVEL: 'info',
   // The AWS SDK prints a 9-line notice about Node 20 in every process that makes an S3
   // client. Development runs Node 20 knowingly (see the README), so it is off by default.
