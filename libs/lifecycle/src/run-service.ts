@@ -8,8 +8,8 @@ export interface ServiceConfig {
 }
 
 /** Exit codes runService resolves to besides a shutdown's own 0 or 1. */
-export const EXIT_BAD_CONFIG = 2;
-export const EXIT_START_FAILED = 1;
+const EXIT_BAD_CONFIG = 2;
+const EXIT_START_FAILED = 1;
 
 /**
  * The body of every service's main.ts: load config (a bad one is written to stderr, every

@@ -13,7 +13,7 @@ export interface OutboxMessage {
 }
 
 /** A publish not confirmed by then counts as failed. */
-export const OUTBOX_PUBLISH_TIMEOUT_MS = 10_000;
+const OUTBOX_PUBLISH_TIMEOUT_MS = 10_000;
 
 /**
  * The one way an outbox row reaches the broker, for the gateway's dispatcher and the relay's

@@ -25,7 +25,7 @@ export interface TopologyNames {
   waitRoutingKey(category: string): string;
 }
 
-export const DEFAULT_WAIT_MS = 5_000;
+const DEFAULT_WAIT_MS = 5_000;
 
 export function topologyNames(prefix: string, waitMs: number = DEFAULT_WAIT_MS): TopologyNames {
   return {

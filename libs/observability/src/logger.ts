@@ -24,12 +24,12 @@ const BEARER = /Bearer\s+[^\s"']+/gi;
 const PRESIGNED_URL = /https?:\/\/[^\s"']*X-Amz-(Signature|Credential)=[^\s"']*/gi;
 
 /** Replace secrets inside free text. */
-export function redactText(text: string): string {
+function redactText(text: string): string {
   return text.replace(PRESIGNED_URL, '[redacted-url]').replace(KEY_SECRET, '[redacted-key]').replace(BEARER, 'Bearer [redacted]');
 }
 
 /** Deep copy with secret fields and secret-looking strings replaced. */
-export function redactValue(value: unknown, depth = 0): unknown {
+function redactValue(value: unknown, depth = 0): unknown {
   if (depth > 8) return '[truncated]';
   if (typeof value === 'string') return redactText(value);
   if (ArrayBuffer.isView(value)) return `[${value.byteLength} bytes]`;
@@ -52,7 +52,7 @@ export function redactValue(value: unknown, depth = 0): unknown {
  * winston format that scrubs every log record before any transport sees it: API keys,
  * bearer tokens, presigned URLs and file contents never leave the process in a log.
  */
-export const redactFormat = winston.format((info) => {
+const redactFormat = winston.format((info) => {
   // A copy (symbol keys included): when a caller logs one object, winston uses that very
   // object as the record, and redacting in place would change the caller's data.
   const out = Object.assign({}, info) as Record<string, unknown>;
