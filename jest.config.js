@@ -2,7 +2,6 @@
 const path = require('node:path');
 
 const libs = ['core', 'config', 'observability', 'lifecycle', 'db', 'messaging', 'storage', 'outbound', 'catalog', 'testing'];
-const services = ['gateway', 'worker', 'relay', 'admin'];
 
 module.exports = {
   testEnvironment: 'node',
@@ -12,10 +11,7 @@ module.exports = {
     '^.+\\.ts$': ['ts-jest', { tsconfig: path.join(__dirname, 'tsconfig.test.json') }],
   },
   // Tests run against the TypeScript sources, so no build is needed between edit and test.
-  moduleNameMapper: Object.fromEntries([
-    ...libs.map((l) => [`^@tes/${l}$`, `<rootDir>/libs/${l}/src`]),
-    ...services.map((s) => [`^@tes/${s}$`, `<rootDir>/services/${s}/src`]),
-  ]),
+  moduleNameMapper: Object.fromEntries(libs.map((l) => [`^@tes/${l}$`, `<rootDir>/libs/${l}/src`])),
   testTimeout: 60_000,
   reporters: ['default', '<rootDir>/scripts/jest-summary-reporter.js'],
   maxWorkers: 2,
