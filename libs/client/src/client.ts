@@ -6,7 +6,7 @@ import { DEFAULT_RETRY, Transport, backoffMs, sleep, type FetchLike, type RetryO
 import { detectMimeType } from './media';
 import { runTool, type RunOptions, type RunResult } from './run';
 import type {
-  Catalog, Download, Execution, ExecutionList, ExecutionQuery, Project, Quote, ToolArguments, UploadedFile, Usage,
+  Catalog, Download, Execution, ExecutionList, ExecutionQuery, Project, Quote, SubmitOptions, SubmitResult, ToolArguments, UploadedFile, Usage,
 } from './types';
 
 export const CLIENT_VERSION = '0.1.0';
@@ -27,22 +27,6 @@ export interface TesClientOptions {
   retry?: Partial<RetryOptions>;
 }
 
-export interface SubmitOptions {
-  priceVersion: string;
-  maximumChargeMicros: number;
-  /** 8-128 of [A-Za-z0-9._:-]; reuse it for every resend of this submit. */
-  idempotencyKey: string;
-  signal?: AbortSignal;
-}
-
-export interface SubmitResult {
-  execution: Execution;
-  /** True when the gateway answered a resend with the execution it had already created. */
-  replayed: boolean;
-  /** Seconds the gateway asked the caller to wait before the first poll (202 Retry-After). */
-  retryAfterSeconds: number | undefined;
-}
-
 interface Envelope<T> {
   data: T;
 }
@@ -53,7 +37,9 @@ interface Envelope<T> {
  * Errors are TesError subclasses (errors.ts) with a stable `code`.
  */
 export class TesClient {
+  /** @public The base URL requests go to, without a trailing slash. */
   readonly baseUrl: string;
+  /** @public Least time between two polls of an execution. */
   readonly pollIntervalMs: number;
   readonly retry: RetryOptions;
   private readonly http: Transport;
@@ -136,7 +122,8 @@ export class TesClient {
   /** GET /tools/executions: newest first; pass `nextBefore` as `before` for the next page. */
   async executions(query: ExecutionQuery = {}, signal?: AbortSignal): Promise<ExecutionList> {
     const params = new URLSearchParams();
-    for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== null) params.set(k, String(v));
+    // A JavaScript caller may pass null for "not set", which the declared type cannot.
+    for (const [k, v] of Object.entries(query) as [string, ExecutionQuery[keyof ExecutionQuery] | null][]) if (v !== undefined && v !== null) params.set(k, String(v));
     const qs = params.toString();
     return (await this.http.request<ExecutionList>('GET', `/tools/executions${qs ? `?${qs}` : ''}`, { signal })).body;
   }

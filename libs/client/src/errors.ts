@@ -133,7 +133,9 @@ export class ArtifactIntegrityError extends TesError {
 
 /** The quote is above the maximum the caller allowed for run(); nothing was submitted. */
 export class QuoteAboveMaximumError extends TesError {
+  /** @public */
   readonly quotedMaximumMicros: number;
+  /** @public */
   readonly allowedMaximumMicros: number;
   constructor(quoted: number, allowed: number) {
     super('quote_above_maximum', `the quote's maximum ${quoted} micros is above the allowed ${allowed} micros; nothing was submitted`);

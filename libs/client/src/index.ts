@@ -1,5 +1,5 @@
 export { TesClient, CLIENT_VERSION, DEFAULT_BASE_URL, DEFAULT_POLL_INTERVAL_MS } from './client';
-export type { TesClientOptions, SubmitOptions, SubmitResult } from './client';
+export type { TesClientOptions } from './client';
 export type { RunOptions, RunResult, RunArtifact } from './run';
 export { DEFAULT_RETRY } from './http';
 export type { FetchLike, RetryOptions } from './http';

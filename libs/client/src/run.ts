@@ -1,8 +1,17 @@
-import type { TesClient } from './client';
 import { ExecutionUnsuccessfulError, QuoteAboveMaximumError, TesAbortError, TesError } from './errors';
 import { sleep } from './http';
 import { newIdempotencyKey } from './idempotency';
-import { isFinal, type Artifact, type Download, type Execution, type Quote, type ToolArguments } from './types';
+import { isFinal, type Artifact, type Download, type Execution, type Quote, type SubmitOptions, type SubmitResult, type ToolArguments } from './types';
+
+/** The client calls a run makes. TesClient has them; naming them here keeps run.ts free of client.ts. */
+export interface RunClient {
+  readonly pollIntervalMs: number;
+  quote(tool: string, args: ToolArguments, signal?: AbortSignal): Promise<Quote>;
+  submit(tool: string, args: ToolArguments, options: SubmitOptions): Promise<SubmitResult>;
+  poll(id: string, signal?: AbortSignal): Promise<{ execution: Execution; retryAfterSeconds: number | undefined }>;
+  download(id: string, artifactId: string, signal?: AbortSignal): Promise<Buffer>;
+  downloadUrl(id: string, artifactId: string, signal?: AbortSignal): Promise<Download>;
+}
 
 export interface RunOptions {
   /** Called with the execution as accepted and after every poll. */
@@ -45,7 +54,7 @@ export interface RunResult {
  * - polls are at least `pollIntervalMs` apart (5 s by default, service-spec §4) and wait
  *   longer when the gateway's Retry-After says so (the 202 carries Retry-After: 5).
  */
-export async function runTool(client: TesClient, tool: string, args: ToolArguments, options: RunOptions): Promise<RunResult> {
+export async function runTool(client: RunClient, tool: string, args: ToolArguments, options: RunOptions): Promise<RunResult> {
   const { signal } = options;
   let executionId: string | undefined;
   try {

@@ -25,6 +25,22 @@ export type ExecutionQuery = NonNullable<operations['listExecutions']['parameter
 /** Tool arguments: any JSON object valid against the tool's inputSchema. */
 export type ToolArguments = Record<string, unknown>;
 
+export interface SubmitOptions {
+  priceVersion: string;
+  maximumChargeMicros: number;
+  /** 8-128 of [A-Za-z0-9._:-]; reuse it for every resend of this submit. */
+  idempotencyKey: string;
+  signal?: AbortSignal;
+}
+
+export interface SubmitResult {
+  execution: Execution;
+  /** True when the gateway answered a resend with the execution it had already created. */
+  replayed: boolean;
+  /** Seconds the gateway asked the caller to wait before the first poll (202 Retry-After). */
+  retryAfterSeconds: number | undefined;
+}
+
 /** States after which an execution does not change by itself (needs_review waits for an operator). */
 export const FINAL_STATUSES: readonly ExecutionStatus[] = ['succeeded', 'failed', 'cancelled', 'needs_review'];
 
