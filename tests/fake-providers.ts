@@ -112,16 +112,16 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
-      const path = (req.url ?? '').split('?')[0] as string;
+      const path = (req.url ?? '').split('?')[0]!;
       requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body });
       route(req, res, path, body);
     });
   });
 
-  function route(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | undefined) {
+  function route(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | undefined): void {
     let m: RegExpExecArray | null;
     if ((m = /^\/files\/([^/]+)\/[^/]+$/.exec(path))) {
-      const job = jobs.get(m[1] as string);
+      const job = jobs.get(m[1]!);
       if (!job) return send(res, 404, { detail: 'Not found' });
       if (outage(job, 'file', req, res)) return;
       if (path.endsWith('/bad.bin')) return void res.end('<html>not a file</html>');
@@ -139,7 +139,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         return;
       }
       if (req.method === 'GET' && (m = /^\/replicate\/v1\/predictions\/([^/]+)$/.exec(path))) {
-        const job = jobs.get(m[1] as string);
+        const job = jobs.get(m[1]!);
         if (!job) return send(res, 404, { detail: 'Not found' });
         if (outage(job, 'status', req, res)) return;
         const s = step(job);
@@ -153,7 +153,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     // Replicate: cancel (POST /predictions/{id}/cancel answers the prediction)
     if (req.method === 'POST' && (m = /^\/replicate\/v1\/predictions\/([^/]+)\/cancel$/.exec(path))) {
       if (req.headers.authorization !== 'Bearer test-replicate') return send(res, 401, { detail: 'Unauthenticated' });
-      const job = jobs.get(m[1] as string);
+      const job = jobs.get(m[1]!);
       if (!job) return send(res, 404, { detail: 'Not found' });
       if (outage(job, 'cancel', req, res)) return;
       if (tag(job.prompt, 'completes-on-cancel')) job.completedLate = true;
@@ -163,7 +163,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     // fal
     if (req.method === 'PUT' && (m = /^\/fal\/fal-ai\/(flux|kling-video)\/requests\/([^/]+)\/cancel$/.exec(path))) {
       if (req.headers.authorization !== 'Key test-fal') return send(res, 401, { detail: 'Unauthorized' });
-      const job = jobs.get(m[2] as string);
+      const job = jobs.get(m[2]!);
       if (!job) return send(res, 404, { detail: 'Request not found' });
       if (outage(job, 'cancel', req, res)) return;
       if (tag(job.prompt, 'completes-on-cancel')) {
@@ -182,7 +182,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         return;
       }
       if (req.method === 'GET' && (m = /^\/fal\/fal-ai\/(flux|kling-video)\/requests\/([^/]+)(\/status)?$/.exec(path))) {
-        const job = jobs.get(m[2] as string);
+        const job = jobs.get(m[2]!);
         if (!job) return send(res, 404, { detail: 'Request not found' });
         const fal = { 'X-Fal-Request-Id': job.id };
         if (m[3]) {

@@ -73,7 +73,13 @@ export async function openEvents(url: string, headers: Record<string, string>): 
       new Promise((resolve, reject) => {
         if (events.length >= n) return resolve(events);
         const timer = setTimeout(() => reject(new Error(`only ${events.length} of ${n} events after ${timeoutMs} ms`)), timeoutMs);
-        waiters.push({ n, resolve: () => (clearTimeout(timer), resolve(events)) });
+        waiters.push({
+          n,
+          resolve: () => {
+            clearTimeout(timer);
+            resolve(events);
+          },
+        });
         void ended.then(() => {
           if (events.length < n) {
             clearTimeout(timer);

@@ -196,7 +196,7 @@ function validatingAgent(url: string): supertest.Agent {
   validator ??= new OpenApiValidator(loadOpenApi());
   const agent = supertest.agent(url);
   for (const method of ['get', 'post', 'put', 'patch', 'delete'] as const) {
-    const original = agent[method].bind(agent) as (path: string) => supertest.Test;
+    const original: (path: string) => supertest.Test = agent[method].bind(agent);
     (agent as unknown as Record<string, unknown>)[method] = (path: string) =>
       original(path).expect((res) => validator!.assertValid(method.toUpperCase(), path, res.status, res.headers, res.body));
   }

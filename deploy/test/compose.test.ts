@@ -12,7 +12,6 @@ import { REPO } from './kustomize';
  * compose services with the credentials those services are given.
  */
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Service = Record<string, any>;
 const COMPOSE = path.join(REPO, 'docker/compose.yaml');
 const APPS = ['gateway', 'worker', 'relay'];

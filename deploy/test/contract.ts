@@ -44,7 +44,6 @@ export function find(tree: Tree, kind: string, name?: string): Obj[] {
   return tree.objects.filter((o) => o.kind === kind && (name === undefined || o.metadata.name === name));
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Container = any;
 /** Pod templates of the workloads (Deployments and Jobs) with their owners. */
 export function podTemplates(tree: Tree): { owner: Obj; pod: { metadata: { labels?: Record<string, string> }; spec: Container } }[] {

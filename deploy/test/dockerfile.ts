@@ -8,7 +8,7 @@ import { REPO } from './kustomize';
  * USER / ENTRYPOINT / CMD of a target through its chain of stages.
  */
 
-export const DOCKERFILE = path.join(REPO, 'docker/Dockerfile');
+const DOCKERFILE = path.join(REPO, 'docker/Dockerfile');
 
 export interface Instruction {
   op: string;
@@ -80,7 +80,7 @@ export function chain(df: Dockerfile, target: string): Stage[] {
 function execForm(args: string): string[] {
   const parsed = JSON.parse(args) as unknown;
   if (!Array.isArray(parsed) || !parsed.every((a) => typeof a === 'string')) throw new Error(`not exec form: ${args}`);
-  return parsed as string[];
+  return parsed;
 }
 
 export interface Effective {

@@ -14,8 +14,7 @@ import { parseAllDocuments } from 'yaml';
 
 export const REPO = path.resolve(__dirname, '../..');
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type Obj = { apiVersion: string; kind: string; metadata: Meta; [k: string]: any };
+export interface Obj { apiVersion: string; kind: string; metadata: Meta; [k: string]: any }
 export interface Meta {
   name: string;
   namespace?: string;
@@ -55,7 +54,7 @@ export function readYaml(file: string): unknown[] {
 }
 
 /** KEY=VALUE lines as kustomize's `envs` reads them (# comments and blank lines skipped). */
-export function readEnvFile(file: string): Record<string, string> {
+function readEnvFile(file: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const raw of readFileSync(file, 'utf8').split('\n')) {
     const line = raw.trim();

@@ -15,7 +15,7 @@ export interface MetricInfo {
 }
 
 /** Labels every series has: the registry default (service) and what Prometheus attaches. */
-export const INFRA_LABELS = new Set(['service', 'job', 'instance', 'namespace', 'pod', 'container', 'endpoint']);
+const INFRA_LABELS = new Set(['service', 'job', 'instance', 'namespace', 'pod', 'container', 'endpoint']);
 
 export function metricCatalog(): Map<string, MetricInfo> {
   const src = readFileSync(path.join(REPO, 'libs/observability/src/metrics.ts'), 'utf8');
@@ -38,7 +38,7 @@ const FUNCTIONS = new Set([
 ]);
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'inf', 'nan']);
 /** Gauges every relay replica exports with the same value: summing them double-counts. */
-export const REPLICATED_GAUGES = new Set(['tes_outbox_lag_seconds', 'tes_queue_depth', 'tes_queue_consumers', 'tes_reserved_micros_outstanding', 'tes_needs_review_executions', 'tes_ledger_audit_ok']);
+const REPLICATED_GAUGES = new Set(['tes_outbox_lag_seconds', 'tes_queue_depth', 'tes_queue_consumers', 'tes_reserved_micros_outstanding', 'tes_needs_review_executions', 'tes_ledger_audit_ok']);
 
 export interface Selector {
   series: string;
@@ -47,7 +47,7 @@ export interface Selector {
 }
 
 /** The metric a series name belongs to (histograms export _bucket, _sum and _count). */
-export function metricOf(series: string, catalog: Map<string, MetricInfo>): string | undefined {
+function metricOf(series: string, catalog: Map<string, MetricInfo>): string | undefined {
   if (catalog.has(series)) return series;
   const base = series.replace(/_(bucket|sum|count)$/, '');
   return catalog.get(base)?.type === 'histogram' ? base : undefined;

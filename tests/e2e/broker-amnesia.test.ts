@@ -71,6 +71,5 @@ it('every accepted execution ends exactly once with the right charge after every
   // the hand-back spent no attempt: only crashes do
   expect((await stack.db('executions').whereIn('id', ids).max({ a: 'attempts' }).first())!.a).toBe(0);
   expect(stack.logs.text()).toContain('relay.execution.redispatched');
-  // eslint-disable-next-line no-console
   console.log(`broker amnesia: 8 executions ended ${recoverySeconds.toFixed(1)} s after the purges (dispatch deadline 1.5 s, lease TTL 1.5 s)`);
 });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import { bearer, startStack, type TestStack } from '../stack';
 
 let stack: TestStack;
@@ -179,8 +180,7 @@ describe('upload', () => {
 
 describe('upload slots', () => {
   /** An upload whose headers and first bytes are sent and whose body is then held back. */
-  function heldUpload(key: string): Promise<import('node:net').Socket> {
-    const net = require('node:net') as typeof import('node:net');
+  function heldUpload(key: string): Promise<net.Socket> {
     const url = new URL(stack.baseUrl);
     return new Promise((resolve, reject) => {
       const socket = net.connect(Number(url.port), url.hostname, () => {
@@ -197,7 +197,7 @@ describe('upload slots', () => {
 
   const png = () => stack.http().post('/tools/upload');
 
-  it(`at most ${2} uploads are read at once per process: one more gets 503 with Retry-After, nothing stored; a slot frees when a client goes away`, async () => {
+  it(`at most 2 uploads are read at once per process: one more gets 503 with Retry-After, nothing stored; a slot frees when a client goes away`, async () => {
     expect(stack.config.uploadConcurrency).toBe(2);
     const [a, b, c] = [await stack.seed(), await stack.seed(), await stack.seed()];
     const held = [await heldUpload(a.secret), await heldUpload(b.secret)];

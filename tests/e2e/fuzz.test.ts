@@ -61,7 +61,7 @@ beforeAll(async () => {
   }
   for (const t of tools) {
     for (const example of t.examples) {
-      for (const fileId of /"file_/.test(JSON.stringify(example)) ? fileIds : ['-']) {
+      for (const fileId of JSON.stringify(example).includes('"file_') ? fileIds : ['-']) {
         const args = JSON.parse(JSON.stringify(example).replace(/"file_[0-9A-Z]{26}"/g, `"${fileId}"`)) as Record<string, unknown>;
         if ((await stack.http().post('/tools/quote').set(bearer(main.secret)).send({ tool: t.name, arguments: args })).status !== 200) continue;
         quotable.push({ tool: t.name, args });
@@ -85,7 +85,7 @@ afterAll(async () => {
 function deref(s: unknown): Schema {
   let node = (s ?? {}) as Schema;
   for (let i = 0; typeof node.$ref === 'string' && i < 10; i++) {
-    node = ((node.$ref as string).slice(2).split('/').reduce<unknown>((n, k) => (n as Schema | undefined)?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc) ?? {}) as Schema;
+    node = (node.$ref.slice(2).split('/').reduce<unknown>((n, k) => (n as Schema | undefined)?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc) ?? {}) as Schema;
   }
   if (!Array.isArray(node.allOf)) return node;
   const { allOf, ...rest } = node;
@@ -116,7 +116,7 @@ function toJsonText(value: unknown): string {
 /** (Mostly) valid instances of a JSON Schema: enough to get past validation and into the money path. */
 function fromSchema(input: unknown, depth = 0): fc.Arbitrary<unknown> {
   const s = deref(input);
-  const num = (k: string, d: number) => (typeof s[k] === 'number' ? (s[k] as number) : d);
+  const num = (k: string, d: number) => (typeof s[k] === 'number' ? s[k] : d);
   const branches = (s.oneOf ?? s.anyOf) as Schema[] | undefined;
   if (depth > 4) return fc.jsonValue({ maxDepth: 1 });
   if ('const' in s) return fc.constant(s.const);
@@ -168,7 +168,7 @@ function edit(v: unknown, i: number, change: (parent: Schema, key: string) => vo
 const mutate = (valid: fc.Arbitrary<unknown>) => fc.oneof(
   { weight: 4, arbitrary: valid },
   { weight: 4, arbitrary: fc.tuple(valid, fc.nat(), badValue).map(([v, i, bad]) => edit(v, i, (p, k) => { p[k] = bad; })) },
-  { weight: 1, arbitrary: fc.tuple(valid, fc.nat()).map(([v, i]) => edit(v, i, (p, k) => { delete p[k]; })) },
+  { weight: 1, arbitrary: fc.tuple(valid, fc.nat()).map(([v, i]) => edit(v, i, (p, k) => { Reflect.deleteProperty(p, k); })) },
   { weight: 1, arbitrary: fc.tuple(valid, fc.string({ maxLength: 12 }), badValue).map(([v, k, bad]) => (v && typeof v === 'object' && !Array.isArray(v) ? { ...v, [k]: bad } : v)) },
   { weight: 1, arbitrary: badValue },
 );
@@ -238,8 +238,8 @@ function requests(): fc.Arbitrary<Req> {
       }
       const params = ((op.parameters ?? []) as unknown[]).map(deref);
       const queryParams = params.filter((p) => p.in === 'query').map((p) => fc.oneof(
-        { weight: 3, arbitrary: fromSchema(p.schema).map((v) => `${p.name}=${encode(String(v))}`) }, { weight: 1, arbitrary: text.map((v) => `${p.name}=${encode(v)}`) },
-        { weight: 2, arbitrary: fc.constantFrom('-1', '0', '101', '1e3', '1.5', 'abc', '', 'unknown', 'exe_x', '%ZZ', '%00', '{EXE:0}', 'QUEUED', '%EF%BC%91').map((v) => `${p.name}=${v}`) },
+        { weight: 3, arbitrary: fromSchema(p.schema).map((v) => `${String(p.name)}=${encode(String(v))}`) }, { weight: 1, arbitrary: text.map((v) => `${String(p.name)}=${encode(v)}`) },
+        { weight: 2, arbitrary: fc.constantFrom('-1', '0', '101', '1e3', '1.5', 'abc', '', 'unknown', 'exe_x', '%ZZ', '%00', '{EXE:0}', 'QUEUED', '%EF%BC%91').map((v) => `${String(p.name)}=${v}`) },
       ));
       const query = queryParams.length > 0
         ? fc.array(fc.oneof({ weight: 6, arbitrary: fc.oneof(...queryParams) }, { weight: 1, arbitrary: junkQuery }), { maxLength: 4 })
@@ -297,7 +297,7 @@ async function send(template: Req): Promise<void> {
   const r: Req = original ?? { ...template, path: fill(template.path), headers: Object.fromEntries(Object.entries(template.headers).map(([k, v]) => [k, fill(v)])) };
   let t = stack.http()[r.method](r.path).set({ ...bearer(keys[r.who].secret), ...r.headers }).timeout(20_000);
   if (r.body !== undefined) t = t.send(r.body);
-  const res: supertest.Response = await t.catch((err: Error) => { throw new Error(`${err.message}\nrequest: ${describeReq(r)}`); });
+  const res: supertest.Response = await t.catch((err: unknown) => { throw new Error(`${(err as Error).message}\nrequest: ${describeReq(r)}`); });
   statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
   const where = `${describeReq(r)}\n -> ${res.status} ${(res.text ?? '').slice(0, 400)}`;
   if (res.status >= 500) throw new Error(`5xx: ${where}`);
@@ -311,12 +311,13 @@ async function send(template: Req): Promise<void> {
 
   const isSubmit = r.method === 'post' && /^\/tools\/[^/?]+(\?|$)/.test(r.path) && !/^\/tools\/(quote|upload)(\?|$)/.test(r.path);
   if (!isSubmit || res.status >= 300) return;
-  const id = envelope.data?.id as string;
+  const data = envelope.data ?? {};
+  const id = data.id!;
   if (original) {
     if (res.headers['idempotent-replayed'] !== 'true' || id !== original.executionId) throw new Error(`replay of ${original.executionId} gave ${id}: ${where}`);
   } else if (res.headers['idempotent-replayed'] !== 'true') {
     if (res.status !== 202 || accepted.has(id)) throw new Error(`a new execution must be a 202 with a new id: ${where}`);
-    accepted.set(id, { projectId: keys[r.who].projectId, reserved: envelope.data?.reservedMicros as number });
+    accepted.set(id, { projectId: keys[r.who].projectId, reserved: data.reservedMicros! });
     sentSubmits.push({ ...r, executionId: id });
   }
 }
@@ -325,7 +326,6 @@ it('answers every generated request with the envelope, never a 5xx, and as docum
   const started = Date.now();
   let sent = 0;
   await fc.assert(fc.asyncProperty(requests(), async (req) => { sent += 1; await send(req); }), { seed: SEED, numRuns: RUNS });
-  // eslint-disable-next-line no-console
   console.log(`fuzz: ${sent} requests in ${Date.now() - started} ms, seed ${SEED}; statuses ${JSON.stringify(Object.fromEntries(statuses))}; ${accepted.size} accepted`);
 }, 180_000);
 

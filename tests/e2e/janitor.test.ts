@@ -33,7 +33,7 @@ it('deletes artifacts past their deadline: the object goes and the download says
   expect(swept.artifacts).toBe(1);
   await expect(store.get(row.storage_key)).rejects.toThrow();
   expect((await stack.db('artifacts').where({ id: art.id }).first()).deleted_at).not.toBeNull();
-  const dl = await stack.http().get(`/tools/executions/${done.id}/artifacts/${art.id}/download`).set(bearer(p.secret));
+  const dl = await stack.http().get(`/tools/executions/${String(done.id)}/artifacts/${art.id}/download`).set(bearer(p.secret));
   expect(dl.status).toBe(404);
   expect(dl.body.error).toEqual({ status: 'NOT_FOUND', message: 'artifact_expired' });
   // a second sweep finds nothing more to do

@@ -27,7 +27,7 @@ function exchange(bytes: string, o: { head?: boolean; waitMs?: number } = {}): P
       try {
         resolve(parseResponses(Buffer.concat(chunks).toString('latin1'), o.head === true));
       } catch (err) {
-        reject(err as Error);
+        reject(err);
       }
     };
     const timer = setTimeout(done, o.waitMs ?? 3_000);

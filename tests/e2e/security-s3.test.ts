@@ -95,8 +95,8 @@ describe('requests without a valid SigV4 signature', () => {
       ['lower-case presign names', 403, 'GET', `/${bucket}/${key}?x-amz-algorithm=AWS4-HMAC-SHA256&x-amz-signature=${'0'.repeat(64)}`, {}],
       ['SigV2 header', 403, 'GET', `/${bucket}/${key}`, { Authorization: `AWS ${s3.accessKeyId}:${'A'.repeat(28)}`, Date: new Date().toUTCString() }],
       ['SigV2 query', 403, 'GET', `/${bucket}/${key}?AWSAccessKeyId=${s3.accessKeyId}&Expires=9999999999&Signature=abc`, {}],
-      ['forged SigV4 query', 403, 'GET', `/${bucket}/${key}?${forgedQuery}`, {}],
-      ['forged SigV4 query, PUT', 403, 'PUT', `/${bucket}/${key}?${forgedQuery}`, {}],
+      ['forged SigV4 query', 403, 'GET', `/${bucket}/${key}?${forgedQuery.toString()}`, {}],
+      ['forged SigV4 query, PUT', 403, 'PUT', `/${bucket}/${key}?${forgedQuery.toString()}`, {}],
       [
         'forged SigV4 header',
         403,

@@ -11,7 +11,6 @@ import { sleep } from './cluster';
 export interface Reply {
   status: number;
   headers: http.IncomingHttpHeaders;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   body: any;
 }
 

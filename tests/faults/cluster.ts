@@ -38,7 +38,7 @@ export const SERVICES: readonly ServiceName[] = ['gateway', 'worker', 'relay'];
  * first (same environment, its own metrics port), so killing one leaves the other.
  */
 export type Instance = ServiceName | `${ServiceName}#${number}`;
-export const serviceOf = (instance: Instance): ServiceName => instance.split('#')[0] as ServiceName;
+const serviceOf = (instance: Instance): ServiceName => instance.split('#')[0] as ServiceName;
 const MAIN: Record<ServiceName, string> = {
   gateway: 'services/gateway/dist/main.js',
   worker: 'services/worker/dist/main.js',
@@ -80,7 +80,7 @@ export { freePort };
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** The promise's value, or undefined once `ms` passed; the timer never outlives the race. */
-export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([promise, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms)))]);

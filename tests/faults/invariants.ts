@@ -81,7 +81,7 @@ export async function checkInvariants(db: Knex, client: FaultClient, subs: Submi
   }
 
   const ids = rows.map((r) => r.id);
-  const settlements: { execution_id: string; n: number }[] = await db('ledger_entries')
+  const settlements: { execution_id: string; n: string | number }[] = await db('ledger_entries')
     .select('execution_id')
     .countDistinct({ n: 'transaction_id' })
     .whereIn('execution_id', ids)

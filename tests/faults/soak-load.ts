@@ -17,7 +17,7 @@ import { TERMINAL, waitForEnd } from './invariants';
  */
 const SECONDS = [0, 0.05, 0.1, 0.15, 0.2];
 const STEPS = [1, 2, 3];
-export const COST_MICROS_PER_STEP = 100;
+const COST_MICROS_PER_STEP = 100;
 
 export class Workload {
   /** Credit given to each project (for the balance invariants). */
@@ -44,10 +44,6 @@ export class Workload {
       w.bodies.set(seeded.projectId, bodies);
     }
     return w;
-  }
-
-  get projectIds(): string[] {
-    return [...this.credits.keys()];
   }
 
   /** The next submission: keys round-robin, argument mix cycling (deterministic, no randomness to explain). */

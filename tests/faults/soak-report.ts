@@ -58,7 +58,7 @@ export function logDigest(c: Cluster, services: readonly ServiceName[]): Record<
   for (const s of services) {
     const counts: Record<string, number> = {};
     for (const line of c.lines(s)) {
-      let level = '';
+      let level: string;
       let message = line.slice(0, 120);
       try {
         const rec = JSON.parse(line) as { level?: string; message?: string };
@@ -93,7 +93,7 @@ export function windowWorst(samples: Sample[]): Record<string, number | null> {
 export function table(title: string, rows: [string, string][]): string {
   if (rows.length === 0) return `${title}\n  (none)`;
   const w = Math.max(...rows.map((r) => r[0].length));
-  return [`${title}`, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`)].join('\n');
+  return [title, ...rows.map(([k, v]) => `  ${k.padEnd(w)}  ${v}`)].join('\n');
 }
 
 export function growthTable(growth: Record<string, Growth>): string {

@@ -41,7 +41,7 @@ export function percentile(xs: number[], p: number): number | null {
 }
 
 /** GET a text body on loopback (no keep-alive); null when unreachable. */
-export function httpText(url: string, timeoutMs = 2_000): Promise<string | null> {
+function httpText(url: string, timeoutMs = 2_000): Promise<string | null> {
   return new Promise((resolve) => {
     const req = http.get(url, { agent: false, timeout: timeoutMs }, (res) => {
       let body = '';
@@ -56,7 +56,7 @@ export function httpText(url: string, timeoutMs = 2_000): Promise<string | null>
 }
 
 /** Sum of every series of a metric in Prometheus text; null when absent. */
-export function metricSum(text: string | null, name: string): number | null {
+function metricSum(text: string | null, name: string): number | null {
   if (!text) return null;
   let sum: number | null = null;
   for (const line of text.split('\n')) {
@@ -65,7 +65,7 @@ export function metricSum(text: string | null, name: string): number | null {
   return sum;
 }
 
-export async function rssMb(pid: number | undefined): Promise<number | null> {
+async function rssMb(pid: number | undefined): Promise<number | null> {
   if (!pid) return null;
   try {
     const m = /VmRSS:\s+(\d+) kB/.exec(await readFile(`/proc/${pid}/status`, 'utf8'));
@@ -111,7 +111,7 @@ export class Sampler {
   async start(): Promise<void> {
     this.on = true;
     this.dbClock = await this.now();
-    this.loops.push(this.every(1_000, () => this.lag()), this.every(this.everyMs, async () => void (await this.sample())));
+    this.loops.push(this.every(1_000, () => this.lag()), this.every(this.everyMs, async () => { await this.sample(); }));
   }
 
   /** Stops both loops, waking their pauses (no timer outlives the soak). */
@@ -135,7 +135,7 @@ export class Sampler {
       });
       if (!this.on) return;
       next += ms;
-      await fn().catch((err) => this.print(`  sampler error: ${(err as Error).message}`));
+      await fn().catch((err: unknown) => this.print(`  sampler error: ${(err as Error).message}`));
     }
   }
 
@@ -198,7 +198,7 @@ export class Sampler {
 
 const f = (x: number | null, unit = '') => (x === null ? '-' : `${x}${unit}`);
 
-export function formatSample(s: Sample): string {
+function formatSample(s: Sample): string {
   const rss = Object.entries(s.rssMb).map(([k, v]) => `${k}=${f(v)}`).join(' ');
   return (
     `t=${s.t.toFixed(0).padStart(5)}s sent=${s.sent} answered=${s.answered} inflight=${s.inFlight} ended=${s.ended}` +

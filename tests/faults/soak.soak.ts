@@ -165,7 +165,7 @@ it(`soak: ${MINUTES} min at half capacity, a worker killed every minute, the bro
   const subs = [...probe.subs];
   let faults: Faults;
   let drained: { ms: number; stuck?: string };
-  let loadSamples = 0; // samples taken while the load ran (memory growth compares those only)
+  let loadSamples: number; // samples taken while the load ran (memory growth compares those only)
   // the sampler's loops must stop whatever fails, or they outlive the database (a leaked handle)
   try {
     try {

@@ -12,7 +12,7 @@ const onSigint = (): void => {
 };
 process.on('SIGINT', onSigint);
 
-main(process.argv.slice(2), process.env, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, signal: controller.signal })
+void main(process.argv.slice(2), process.env, { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, signal: controller.signal })
   .then((code) => {
     process.exitCode = code;
   })

@@ -81,7 +81,7 @@ describe('resends', () => {
     const err = await client({ maxAttempts: 3 }).tools().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TesNetworkError);
     expect(received).toHaveLength(3);
-    expect(String((err as Error).message)).not.toContain(KEY);
+    expect((err as Error).message).not.toContain(KEY);
   });
 
   it('a 5xx after the last attempt is thrown as its typed error', async () => {

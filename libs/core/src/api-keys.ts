@@ -22,7 +22,7 @@ function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
     for (const byte of randomBytes(length * 2)) {
-      if (byte < 248 && out.length < length) out += BASE62[byte % 62];
+      if (byte < 248 && out.length < length) out += BASE62[byte % 62]!;
     }
   }
   return out;
@@ -43,7 +43,7 @@ export function generateKeySecret(): NewKeySecret {
 /** The lookup id of a well-formed secret, or null. */
 export function parseKeySecret(secret: string): string | null {
   const m = SECRET_PATTERN.exec(secret);
-  return m ? (m[1] as string) : null;
+  return m ? m[1]! : null;
 }
 
 export function digestSecret(secret: string): Buffer {

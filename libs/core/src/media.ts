@@ -41,7 +41,7 @@ export function bytesMatchFormat(bytes: Buffer, format: UploadFormat): boolean {
       return ascii(bytes, 0, 'RIFF') && ascii(bytes, 8, 'WAVE');
     case 'mp3':
       // an ID3v2 tag, or an MPEG audio frame sync (11 set bits)
-      return ascii(bytes, 0, 'ID3') || (bytes.length >= 2 && bytes[0] === 0xff && ((bytes[1] as number) & 0xe0) === 0xe0);
+      return ascii(bytes, 0, 'ID3') || (bytes.length >= 2 && bytes[0] === 0xff && (bytes[1]! & 0xe0) === 0xe0);
     case 'mp4':
       return ascii(bytes, 4, 'ftyp');
     default: {

@@ -1,9 +1,5 @@
 /** Money is an integer count of micro-USD. 1 USD = 1,000,000 micros. Never a float. */
-export const MICROS_PER_USD = 1_000_000;
-
-export function isMicros(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
-}
+const MICROS_PER_USD = 1_000_000;
 
 /** Human text for a price description, e.g. 2000 -> "$0.002". Display only. */
 export function formatUsd(micros: number): string {

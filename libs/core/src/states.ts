@@ -27,10 +27,6 @@ const MOVES: Record<ExecutionStatus, readonly ExecutionStatus[]> = {
   cancelled: [],
 };
 
-export function isExecutionStatus(value: unknown): value is ExecutionStatus {
-  return typeof value === 'string' && (EXECUTION_STATUSES as readonly string[]).includes(value);
-}
-
 export function isTerminal(status: ExecutionStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
 }

@@ -197,7 +197,7 @@ describe('api keys', () => {
     expect(digestsEqual(a, Buffer.from(a))).toBe(true);
     expect(digestsEqual(a, digestSecret(generateKeySecret().secret))).toBe(false);
     const flipped = Buffer.from(a);
-    flipped[31] = (flipped[31] as number) ^ 1;
+    flipped[31] = flipped[31]! ^ 1;
     expect(digestsEqual(a, flipped)).toBe(false);
     // a different length must answer false, not throw (timingSafeEqual would throw)
     expect(digestsEqual(a, a.subarray(0, 31))).toBe(false);

@@ -69,7 +69,7 @@ async function dbNow(db: Db): Promise<Date> {
 }
 
 /** Units of work B5's capacity runs keep outstanding, ours and pg-boss's: twice the concurrency. */
-export const windowFor = (o: BenchOptions): number => 2 * o.concurrency;
+const windowFor = (o: BenchOptions): number => 2 * o.concurrency;
 
 /** Waits (bounded) until no execution accepted since `since` is queued or running; returns how many still are. */
 async function drain(db: Db, since: Date, limitSec: number): Promise<number> {
@@ -192,8 +192,8 @@ export async function runPgBoss(databaseUrl: string, o: BenchOptions, logDir: st
       [queue, t1, o.durationSec],
     );
     await stopChild(work);
-    const sent = Number(JSON.parse(send.stdout().trim() || '{}').sent ?? 0);
-    const completed = Number(JSON.parse(work.stdout().trim() || '{}').completed ?? 0);
+    const sent = Number((JSON.parse(send.stdout().trim() || '{}') as { sent?: unknown }).sent ?? 0);
+    const completed = Number((JSON.parse(work.stdout().trim() || '{}') as { completed?: unknown }).completed ?? 0);
     return { perSec: Number(n.rows[0]!.n) / o.durationSec, sent, completed, cpu };
   } finally {
     await stopChild(work);

@@ -23,9 +23,8 @@ interface AutocannonResult {
   non2xx: number;
   requests: { total: number; average: number };
   latency: { p50: number; p90: number; p99: number; max: number; average: number };
-  statusCodeStats: Record<string, { count: number }>;
+  statusCodeStats?: Record<string, { count: number }>;
 }
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const autocannon = require('autocannon') as (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 
 const spec = JSON.parse(process.env.BENCH_LOAD_SPEC ?? 'null') as LoadSpec | null;
@@ -201,7 +200,7 @@ async function main(): Promise<void> {
 }
 
 process.once('SIGTERM', () => process.exit(143));
-main().catch((err) => {
+main().catch((err: unknown) => {
   process.stderr.write(`load: ${(err as Error).stack}\n`);
   process.exit(1);
 });

@@ -169,8 +169,8 @@ async function main(): Promise<void> {
   } finally {
     say('cleaning up: children, queues, databases, S3');
     await baselines?.stop().catch(() => undefined);
-    await stack.stop().catch((err: Error) => report.note(err.message));
-    await pgdb.drop().catch((err: Error) => report.note(`pgbench database: ${err.message}`));
+    await stack.stop().catch((err: unknown) => report.note((err as Error).message));
+    await pgdb.drop().catch((err: unknown) => report.note(`pgbench database: ${(err as Error).message}`));
     await stopAll();
   }
   const logLines = serviceLogNotes(logDir, report);
@@ -200,7 +200,8 @@ function versusRows(report: Report, id: string, what: string, r: Awaited<ReturnT
   report.add({ figure: `${id} ${what} req/s`, value: rps, unit: '/s', baseline: 'Express', baselineValue: r.express.okPerSec, ...(target ? { target: `≥ ${target}×`, met: rps >= target * r.express.okPerSec } : {}) });
   report.add({ figure: `${id} ${what} req/s`, value: rps, unit: '/s', baseline: 'node:http', baselineValue: r.node.okPerSec });
   report.add({ figure: `${id} p99`, value: r.gateway.latencyMs.p99, unit: 'ms', baseline: 'Express', baselineValue: r.express.latencyMs.p99 });
-  for (const [name, m] of Object.entries(r)) {
+  for (const name of ['gateway', 'express', 'node'] as const) {
+    const m = r[name];
     const bad = unexpected(m, ok);
     if (bad.count) report.note(`${id} ${name}: unexpected answers ${bad.detail}`);
     report.cpuOf(`${id} ${name}`, m.cpu);

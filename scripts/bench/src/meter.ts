@@ -27,7 +27,7 @@ function readStat(pid: number | string): { comm: string; ticks: number; ppid: nu
 
 /** Machine-wide ticks from /proc/stat: busy (user+nice+system+irq+softirq+steal; guest is inside user) and irq. */
 function machineBusyTicks(): { busy: number; irq: number } {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] as string;
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1).map(Number);
   return { busy: user + nice + system + irq + softirq + steal, irq: irq + softirq };
 }

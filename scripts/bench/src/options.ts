@@ -40,7 +40,7 @@ export interface BenchOptions {
 }
 
 /** Database connections of the gateway in all (split over its processes) and pgbench's clients. */
-export const DB_CONNECTIONS = 10;
+const DB_CONNECTIONS = 10;
 export const RATE_LIMIT_PER_MINUTE = 10_000_000;
 
 const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5] [--connections=N] [--concurrency=N]
@@ -60,7 +60,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     }
     const m = /^--([a-z-]+)(?:=(.*))?$/.exec(arg);
     if (!m) throw new Error(`unknown argument "${arg}" (try --help)`);
-    flags.set(m[1] as string, m[2] ?? 'true');
+    flags.set(m[1]!, m[2] ?? 'true');
   }
   const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects', 'gateway-processes', 'db-connections', 'cpu-prof'];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);

@@ -13,8 +13,8 @@ import PgBoss from 'pg-boss';
 import { OutstandingGate } from './window';
 
 const role = process.argv[2];
-const url = process.env.DATABASE_URL as string;
-const queue = process.env.BENCH_QUEUE as string;
+const url = process.env.DATABASE_URL!;
+const queue = process.env.BENCH_QUEUE!;
 const concurrency = Number(process.env.BENCH_CONCURRENCY);
 const seconds = Number(process.env.BENCH_SECONDS ?? 0);
 /** Count bound of the send loop (far above what this machine does in a run). */
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
       Array.from({ length: concurrency }, async () => {
         while (!stopping && Date.now() < until) {
           const jobs = await boss.fetch<{ executionId: string }>(queue);
-          const job = jobs?.[0];
+          const job = jobs[0];
           if (!job) {
             await sleep(5);
             continue;
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
   await boss.stop({ graceful: false, wait: true });
 }
 
-main().catch((err) => {
+main().catch((err: unknown) => {
   process.stderr.write(`pgboss-child ${role}: ${(err as Error).stack}\n`);
   process.exit(1);
 });

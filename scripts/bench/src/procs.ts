@@ -77,11 +77,11 @@ export async function runProgram(
   const log = createWriteStream(logFile, { flags: 'a' });
   const proc = spawn(file, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
-  proc.stdout?.on('data', (d: Buffer) => {
+  proc.stdout.on('data', (d: Buffer) => {
     out += d.toString();
     log.write(d);
   });
-  proc.stderr?.on('data', (d: Buffer) => log.write(d));
+  proc.stderr.on('data', (d: Buffer) => log.write(d));
   const child = track(name, proc, logFile, log);
   options.onStart?.(child);
   const { code } = await child.exited;
@@ -138,7 +138,7 @@ export async function waitHttpOk(url: string, child: Child, timeoutMs = 30_000):
   }
 }
 
-export function tail(file: string, lines = 20): string {
+function tail(file: string, lines = 20): string {
   try {
     return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   } catch {

@@ -11,7 +11,7 @@ export interface Tenant {
 /** Enough for every submit of a full run many times over (test.sleep here costs 1 micro). */
 const CREDIT_MICROS = 1_000_000_000_000;
 /** test.sleep, no sleep, one step, one micro: money moves but the pipeline does no media work. */
-export const SLEEP_ARGUMENTS = { seconds: 0, steps: 1, costMicrosPerStep: 1 };
+const SLEEP_ARGUMENTS = { seconds: 0, steps: 1, costMicrosPerStep: 1 };
 
 async function newProject(db: Db, name: string): Promise<string> {
   const org = await createOrganization(db, `bench ${name}`);
@@ -47,7 +47,7 @@ export async function seedHot(db: Db, keys: number): Promise<Tenant[]> {
   return out;
 }
 
-export async function api(baseUrl: string, secret: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+async function api(baseUrl: string, secret: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(`${baseUrl}${path}`, {
     method,
     headers: { authorization: `Bearer ${secret}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },

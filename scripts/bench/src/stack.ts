@@ -67,7 +67,7 @@ export class ServiceStack {
       SHUTDOWN_TIMEOUT_MS: '10000',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     };
-    const store = new ObjectStore({ ...this.s3Options(), bucket: this.env.S3_BUCKET as string });
+    const store = new ObjectStore({ ...this.s3Options(), bucket: this.env.S3_BUCKET! });
     await store.ensureBucket();
     store.close();
     this.db = createDb({ url: this.database.url, poolMax: 4, applicationName: 'tes-bench' });
@@ -77,11 +77,11 @@ export class ServiceStack {
 
   private s3Options() {
     return {
-      endpoint: this.env.S3_ENDPOINT as string,
-      publicEndpoint: this.env.S3_ENDPOINT as string,
+      endpoint: this.env.S3_ENDPOINT!,
+      publicEndpoint: this.env.S3_ENDPOINT!,
       region: 'us-east-1',
-      accessKeyId: this.env.S3_ACCESS_KEY_ID as string,
-      secretAccessKey: this.env.S3_SECRET_ACCESS_KEY as string,
+      accessKeyId: this.env.S3_ACCESS_KEY_ID!,
+      secretAccessKey: this.env.S3_SECRET_ACCESS_KEY!,
     };
   }
 
@@ -144,10 +144,12 @@ export class ServiceStack {
         errors.push(`${what}: ${(err as Error).message}`);
       }
     };
+    // Also runs after a start that failed part-way, when some of these are still unset.
+    const { gateway, relay, db } = this as Partial<Pick<ServiceStack, 'gateway' | 'relay' | 'db'>>;
     await attempt('worker', () => this.stopWorker());
-    if (this.gateway) await attempt('gateway', () => stopChild(this.gateway));
-    if (this.relay) await attempt('relay', () => stopChild(this.relay));
-    if (this.db) await attempt('db pool', () => this.db.destroy());
+    if (gateway) await attempt('gateway', () => stopChild(gateway));
+    if (relay) await attempt('relay', () => stopChild(relay));
+    if (db) await attempt('db pool', () => db.destroy());
     await attempt('queues', () =>
       this.withChannel((ch) => deleteTopology(ch, topologyNames(this.prefix), new Catalog({ enableTestTools: true }).categories())),
     );
@@ -162,7 +164,7 @@ export class ServiceStack {
  * memory is measured under the same V8 limits: deploy/k8s/base/<name>.yaml, the image worker's
  * for the worker.
  */
-export function productionNodeOptions(name: 'gateway' | 'relay' | 'worker'): string {
+function productionNodeOptions(name: 'gateway' | 'relay' | 'worker'): string {
   const file = path.join(ROOT, 'deploy/k8s/base', `${name === 'worker' ? 'worker-image' : name}.yaml`);
   for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
     const obj = doc.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: { env?: { name: string; value?: string }[] }[] } } } } | null;

@@ -127,7 +127,7 @@ export class Services {
     // let the last log lines through, but never hang on a pipe a grandchild still holds
     await Promise.race([Promise.all(alive.map((r) => r.closed)), sleep(1_000)]);
     for (const r of alive) {
-      const e = r.exit as ExitInfo;
+      const e = r.exit!;
       if (e.code !== 0) line('dev', `${r.spec.name} exited with ${describe(e)}`, process.stderr);
     }
   }

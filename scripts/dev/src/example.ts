@@ -1,7 +1,7 @@
 import { DevError } from './output';
 
-export const EXAMPLE_TOOL = 'image.render';
-export const EXAMPLE_ARGS = { text: 'Hello from npm start', width: 800, height: 600, format: 'png' };
+const EXAMPLE_TOOL = 'image.render';
+const EXAMPLE_ARGS = { text: 'Hello from npm start', width: 800, height: 600, format: 'png' };
 
 export interface Quote {
   priceVersion: string;

@@ -19,6 +19,12 @@ import { devSeed } from './seed';
 import { DEV_DEFAULTS, readSettings } from './settings';
 
 const SERVICES = ['gateway', 'worker', 'relay'] as const;
+/** Each service's compiled main.js, resolved when it starts (a missing build fails there, with its name). */
+const MAIN: Record<(typeof SERVICES)[number], () => string> = {
+  gateway: () => require.resolve('@tes/gateway'),
+  worker: () => require.resolve('@tes/worker'),
+  relay: () => require.resolve('@tes/relay'),
+};
 const READY_TIMEOUT_MS = 90_000;
 
 async function metricsPorts(base: number): Promise<number[]> {
@@ -50,7 +56,7 @@ async function run(lifecycle: Lifecycle): Promise<void> {
   const mports = await metricsPorts(config.metricsPort);
   await checkPorts([
     { port: config.port, what: 'PORT, the gateway' },
-    ...SERVICES.map((s, i) => ({ port: mports[i] as number, what: `METRICS_PORT${i ? ` + ${i}` : ''}, ${s} metrics` })),
+    ...SERVICES.map((s, i) => ({ port: mports[i]!, what: `METRICS_PORT${i ? ` + ${i}` : ''}, ${s} metrics` })),
   ]);
 
   await checkRabbitMq(config.amqpUrl);
@@ -75,7 +81,7 @@ async function run(lifecycle: Lifecycle): Promise<void> {
   SERVICES.forEach((name, i) => {
     const spec: ServiceSpec = {
       name,
-      script: require.resolve(`@tes/${name}`),
+      script: MAIN[name](),
       env: { ...env, METRICS_PORT: String(mports[i]) },
       readyUrl: `http://127.0.0.1:${mports[i]}/readyz`,
     };

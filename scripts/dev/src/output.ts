@@ -5,7 +5,7 @@
  */
 
 const COLORS = [36, 33, 35, 32, 34, 31];
-const useColor = process.stdout.isTTY === true && !process.env.NO_COLOR;
+const useColor = process.stdout.isTTY && !process.env.NO_COLOR;
 const assigned = new Map<string, number>();
 const WIDTH = 8;
 
@@ -18,7 +18,7 @@ function prefix(source: string): string {
   if (!useColor) return `${label} | `;
   let color = assigned.get(source);
   if (color === undefined) {
-    color = COLORS[assigned.size % COLORS.length] as number;
+    color = COLORS[assigned.size % COLORS.length]!;
     assigned.set(source, color);
   }
   return `\x1b[${color}m${label}\x1b[0m | `;

@@ -12,7 +12,7 @@ function alive(pid: number): boolean {
   }
   // an exited process not yet reaped by its (new) parent still answers signal 0
   try {
-    return !/\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    return !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
   } catch {
     return true;
   }

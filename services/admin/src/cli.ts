@@ -15,7 +15,7 @@ function commandHelp(c: CommandSpec): string {
   return lines.join('\n');
 }
 
-export function generalHelp(): string {
+function generalHelp(): string {
   return [
     'usage: npm run admin -- <command> [options]     (JSON on stdout)',
     '',
@@ -28,7 +28,7 @@ export function generalHelp(): string {
 }
 
 /** Finds the command whose words start argv (longest first). */
-export function findCommand(argv: string[]): { command: CommandSpec; rest: string[] } | null {
+function findCommand(argv: string[]): { command: CommandSpec; rest: string[] } | null {
   const sorted = [...COMMANDS].sort((a, b) => b.name.split(' ').length - a.name.split(' ').length);
   for (const c of sorted) {
     const words = c.name.split(' ');

@@ -20,7 +20,7 @@ import {
 import { micros, required, UsageError, type CommandSpec } from './spec';
 import { WEBHOOK_COMMANDS } from './webhook-commands';
 
-export async function devSeed(db: Knex): Promise<{ organizationId: string; projectId: string; keyId: string; secret: string; availableMicros: number }> {
+async function devSeed(db: Knex): Promise<{ organizationId: string; projectId: string; keyId: string; secret: string; availableMicros: number }> {
   const org = await createOrganization(db, 'Development');
   const project = await createProject(db, { organizationId: org.id, name: 'Development project' });
   const { lookupId, secret } = generateKeySecret();
