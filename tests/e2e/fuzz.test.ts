@@ -295,6 +295,7 @@ async function send(template: Req): Promise<void> {
   const original = template.replay === undefined ? undefined : sentSubmits[template.replay % Math.max(1, sentSubmits.length)];
   if (template.replay !== undefined && !original) return;
   const r: Req = original ?? { ...template, path: fill(template.path), headers: Object.fromEntries(Object.entries(template.headers).map(([k, v]) => [k, fill(v)])) };
+  if (r.method === 'get' && /^\/tools\/executions\/[^/?]+\/events(\?|$)/.test(r.path)) return sendToStream(r);
   let t = stack.http()[r.method](r.path).set({ ...bearer(keys[r.who].secret), ...r.headers }).timeout(20_000);
   if (r.body !== undefined) t = t.send(r.body);
   const res: supertest.Response = await t.catch((err: unknown) => { throw new Error(`${(err as Error).message}\nrequest: ${describeReq(r)}`); });
@@ -319,6 +320,31 @@ async function send(template: Req): Promise<void> {
     if (res.status !== 202 || accepted.has(id)) throw new Error(`a new execution must be a 202 with a new id: ${where}`);
     accepted.set(id, { projectId: keys[r.who].projectId, reserved: data.reservedMicros! });
     sentSubmits.push({ ...r, executionId: id });
+  }
+}
+
+/**
+ * The event stream of a running execution does not end by itself: its answer is judged by its
+ * status and headers, then the connection is dropped. Refusals are the usual envelope.
+ */
+async function sendToStream(r: Req): Promise<void> {
+  const abort = new AbortController();
+  const headers: Record<string, string> = { ...bearer(keys[r.who].secret), ...r.headers };
+  const res = await fetch(`${stack.baseUrl}${r.path}`, { method: 'GET', headers, signal: abort.signal });
+  statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+  const where = `${describeReq(r)}\n -> ${res.status}`;
+  try {
+    if (res.status >= 500) throw new Error(`5xx: ${where}`);
+    if (res.headers.get('cache-control') !== 'no-store') throw new Error(`Cache-Control ${res.headers.get('cache-control')}: ${where}`);
+    if (res.status === 200) {
+      if (res.headers.get('content-type') !== 'text/event-stream; charset=utf-8') throw new Error(`Content-Type ${res.headers.get('content-type')}: ${where}`);
+      return;
+    }
+    const envelope = (await res.json()) as { error?: { status?: string; message?: string } };
+    const errorOk = STATUS_OF_HTTP[res.status]?.includes(envelope.error?.status ?? '') && (ERROR_CODES as readonly string[]).includes(envelope.error?.message ?? '');
+    if (!errorOk) throw new Error(`not the envelope: ${where} ${JSON.stringify(envelope).slice(0, 400)}`);
+  } finally {
+    abort.abort();
   }
 }
 
