@@ -11,7 +11,7 @@ import { ffmpegMake } from './media';
  *   [fail]     job fails                                        [reject] create answers 422
  *   [429once]  first create answers 429, then works             [500]    create answers 500
  *   [hang]     create reads the request, then drops the connection
- *   [badfile]  the output file is not an image or video
+ *   [badfile]  the output file is not an image or video         [empty]  the job succeeds with no output files
  * and outages of a job's reads, from the first such request for MS milliseconds (or forever):
  *   [status-CODE:MS]  status polls answer HTTP CODE      [status-drop:MS]  ... drop the connection
  *   [result-CODE:MS]  fal's result URL, the same         [result-drop:MS]
@@ -92,7 +92,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       return send(res, 429, { detail: 'rate limited' }), null;
     }
     const id = `job${++seq}`;
-    jobs.set(id, { id, prompt, polls: 0, count, kind, outageFrom: {} });
+    jobs.set(id, { id, prompt, polls: 0, count: tag(prompt, 'empty') ? 0 : count, kind, outageFrom: {} });
     return id;
   }
 

@@ -118,6 +118,9 @@ describe('image.generate', () => {
     expect(await waitForExecution(stack, p.secret, rejected)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
     const bad = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'html instead of png [badfile]' });
     expect(await waitForExecution(stack, p.secret, bad)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
+    // a job that ran but delivered nothing (a safety filter took every image) is not charged the minimum
+    const empty = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'all filtered [empty]' });
+    expect(await waitForExecution(stack, p.secret, empty)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000, reserved: 0 });
   });
 

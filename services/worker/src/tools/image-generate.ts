@@ -51,12 +51,14 @@ const MODELS: Record<string, HostedModel<Args>> = {
 /**
  * image.generate. Every returned file is decoded and re-encoded to the asked format with
  * sharp, so what is stored is a real image of that format whatever the provider sent.
- * Billed per image actually delivered (at most `count`).
+ * Billed per image actually delivered (at most `count`); none delivered fails the step, unbilled.
  */
 export const imageGenerateRunner: RunnerOf<'image.generate'> = {
   async generate(ctx, a) {
     const ran = await runModel(ctx, MODELS, a, { max: a.count, maxBytes: IMAGE_GENERATE_LIMITS.maxOutputBytes });
     if ('wait' in ran) return ran.wait;
+    // Nothing delivered (a provider's safety filter can take every image): a failure, never the minimum charge.
+    if (ran.files.length === 0) throw new StepError('provider_error', 'the provider returned no images (its safety filter may have removed them)');
     const files = [];
     for (const { body } of ran.files) {
       let image: sharp.Sharp;
