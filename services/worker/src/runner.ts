@@ -39,18 +39,6 @@ export function isWait(o: object): o is StepWait {
   return 'wait' in o;
 }
 
-/**
- * A request that may have reached the provider failed without an answer (connection lost,
- * timeout, a 5xx to a create): it may have run and may cost money. The engine never sends
- * it again; the execution goes to needs_review with its reservation held.
- */
-export class OutcomeUnknown extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'OutcomeUnknown';
-  }
-}
-
 export interface StepContext {
   /** Fields naming the execution in log lines (never its arguments). */
   logFields: { executionId: string; projectId: string; tool: string };

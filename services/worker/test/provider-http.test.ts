@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { StepError } from '@tes/core';
 import { BlockedAddressError, HttpStatusError, GuardedHttp, retryableCreate, retryableRead, withRetries } from '@tes/outbound';
 import { classifyCreateError } from '../src/providers/common';
-import { OutcomeUnknown } from '../src/runner';
+import { OutcomeUnknown } from '../src/outcome-unknown';
 
 let server: http.Server;
 let port: number;

@@ -1,6 +1,6 @@
 import { StepError } from '@tes/core';
 import { BlockedAddressError, HttpStatusError, retryableCreate, retryableRead, retryWithin, withRetries, type GuardedHttp } from '@tes/outbound';
-import { OutcomeUnknown } from '../runner';
+import { OutcomeUnknown } from '../outcome-unknown';
 
 /** The output files a provider job produced, as URLs to fetch or bytes it returned inline. */
 export type ProviderOutput = { url: string } | { bytes: Buffer };

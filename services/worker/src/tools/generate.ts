@@ -2,7 +2,8 @@ import { StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
 import { fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
 import { backoffDelayMs } from '@tes/outbound';
-import { OutcomeUnknown, type StepContext, type StepWait } from '../runner';
+import { OutcomeUnknown } from '../outcome-unknown';
+import type { StepContext, StepWait } from '../runner';
 
 /** How a hosted model is driven: a queued job (create, then poll) or one synchronous call. */
 export type HostedModel<Args> =
