@@ -26,7 +26,7 @@ export interface ResolvedInput {
 const MAX_REPORTED_ERRORS = 20;
 const NONE: Unavailable = new Set();
 
-export function modelKey(tool: string, model: string): string {
+function modelKey(tool: string, model: string): string {
   return `${tool}:${model}`;
 }
 

@@ -6,7 +6,7 @@ import { defineTool, type ProviderAvailability } from '../types';
  * enum is the only way a voice name reaches espeak-ng's argv, so no caller string can be
  * read there as an option or a path.
  */
-export const SPEECH_VOICES = [
+const SPEECH_VOICES = [
   'en-us', 'en-gb', 'en-gb-scotland', 'en-gb-x-rp', 'en-029',
   'de', 'fr-fr', 'fr-be', 'es', 'es-419', 'it', 'pt', 'pt-br', 'nl',
   'sv', 'da', 'nb', 'fi', 'pl', 'cs', 'ru', 'uk', 'el', 'tr',
@@ -14,7 +14,7 @@ export const SPEECH_VOICES = [
 ] as const;
 
 /** OpenAI text-to-speech voices (audio/speech). */
-export const OPENAI_SPEECH_VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer'] as const;
+const OPENAI_SPEECH_VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer'] as const;
 export const OPENAI_SPEECH_MODEL = 'openai/gpt-4o-mini-tts';
 
 export const AUDIO_SPEECH_LIMITS = {

@@ -40,7 +40,7 @@ export function megapixelUnits(width: number, height: number): number {
  * depend on the input's aspect/size, so they are bounded by the output cap (a crop bounds
  * "no resize" too: rotation keeps the area).
  */
-export function maxTransformUnits(a: ImageTransformArgs): number {
+function maxTransformUnits(a: ImageTransformArgs): number {
   if (a.resize) {
     if (a.resize.fit === 'outside') return MAX_OUTPUT_UNITS;
     return megapixelUnits(a.resize.width, a.resize.height);

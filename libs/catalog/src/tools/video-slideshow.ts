@@ -44,7 +44,7 @@ export interface VideoSlideshowArgs {
  * Sum of the slide durations: the output length the quote reserves for. Rounded to the
  * microsecond so float noise (0.1 + 0.2) never starts an extra billed second.
  */
-export function slideshowSeconds(args: VideoSlideshowArgs): number {
+function slideshowSeconds(args: VideoSlideshowArgs): number {
   const sum = args.slides.reduce((acc, s) => acc + s.seconds, 0);
   return Math.round(sum * 1e6) / 1e6;
 }

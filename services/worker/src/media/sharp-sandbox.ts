@@ -14,7 +14,7 @@ export interface SandboxLimits {
   maxIdle: number;
 }
 
-export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = { cpuSeconds: 600, addressSpaceBytes: 2 * 1024 ** 3, maxIdle: 2 };
+const DEFAULT_SANDBOX_LIMITS: SandboxLimits = { cpuSeconds: 600, addressSpaceBytes: 2 * 1024 ** 3, maxIdle: 2 };
 
 export type SharpOp = [method: string, args: unknown[]];
 

@@ -20,7 +20,7 @@ function badWav(): StepError {
  * espeak-ng --stdout cannot seek back, so its RIFF and data sizes are placeholders
  * (0x7ffff000-ish). Writes the real sizes so every player and ffprobe agree on the length.
  */
-export function finalizeStreamedWav(buf: Buffer): Buffer {
+function finalizeStreamedWav(buf: Buffer): Buffer {
   if (buf.length < 12 || buf.toString('latin1', 0, 4) !== 'RIFF' || buf.toString('latin1', 8, 12) !== 'WAVE') throw badWav();
   let off = 12;
   while (off + 8 <= buf.length) {

@@ -74,7 +74,7 @@ export async function assertArtifactSize(file: string, max: number): Promise<num
  * Seconds as ffmpeg's time syntax. String(n) would give "1e-7" for tiny numbers, which
  * ffmpeg rejects; fixed notation with microseconds is always accepted.
  */
-export function ffTime(seconds: number): string {
+function ffTime(seconds: number): string {
   return seconds.toFixed(6);
 }
 

@@ -48,7 +48,7 @@ const WAIT: StepWait = { wait: true };
  * backing off, until the job deadline; past it the execution goes to needs_review with its
  * reservation held, never to failed at zero charge.
  */
-export async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args: Args, limits: OutputLimits): Promise<FetchedOutput[] | StepWait> {
+async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args: Args, limits: OutputLimits): Promise<FetchedOutput[] | StepWait> {
   const p: ProviderContext = { ...ctx.providers, signal: ctx.signal };
   if (model.kind === 'call') {
     const outputs = await model.call(p, args);

@@ -28,7 +28,7 @@ function undecodable(err: unknown): StepError {
 }
 
 /** Output size of crop -> rotate -> resize, computed the way sharp sizes its output. */
-export function plannedOutput(input: Size, a: ImageTransformArgs): Size {
+function plannedOutput(input: Size, a: ImageTransformArgs): Size {
   const c = a.crop ?? { width: input.width, height: input.height };
   const turned = a.rotate === 90 || a.rotate === 270;
   const w = turned ? c.height : c.width;

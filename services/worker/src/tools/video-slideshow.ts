@@ -17,7 +17,7 @@ const AUDIO_RATE = 48_000;
  * Frames per slide from rounded cumulative boundaries, so rounding never accumulates: the
  * total is round(sum of seconds x fps) frames, within half a frame of the requested length.
  */
-export function slideFrames(seconds: number[], fps: number): number[] {
+function slideFrames(seconds: number[], fps: number): number[] {
   let cumulative = 0;
   let previous = 0;
   return seconds.map((s) => {

@@ -21,7 +21,7 @@ interface Plan {
 }
 
 /** Output frame size: `width` (or the source width, at most maxWidth) keeping the aspect ratio, height capped. */
-export function frameSize(srcW: number, srcH: number, width: number | undefined): { width: number; height: number } {
+function frameSize(srcW: number, srcH: number, width: number | undefined): { width: number; height: number } {
   let w = width ?? Math.min(srcW, L.maxWidth);
   let h = Math.max(1, Math.round((srcH * w) / srcW));
   if (h > L.maxHeight) {

@@ -10,7 +10,7 @@ import type { RunnerOf } from '../runner';
 const L = VIDEO_TRANSCODE_LIMITS;
 
 /** ffmpeg time values as fixed decimals: String(1e-7) would be "1e-7", which ffmpeg rejects. */
-export const secondsArg = (s: number): string => s.toFixed(6);
+const secondsArg = (s: number): string => s.toFixed(6);
 
 /** Billable seconds of a measured duration: started seconds, ignoring sub-millisecond float noise. */
 export const startedSeconds = (d: number): number => Math.max(1, Math.ceil(Math.round(d * 1000) / 1000));
