@@ -68,6 +68,6 @@ export function requireScope(scope: Scope) {
   };
 }
 
-export function authOf(res: Response): AuthContext {
+function authOf(res: Response): AuthContext {
   return res.locals.auth as AuthContext;
 }

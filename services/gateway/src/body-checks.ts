@@ -1,7 +1,7 @@
 import { AppError } from '@tes/core';
 
 /** Deeper JSON than this is refused: canonicalisation and cloning recurse on it. */
-export const MAX_JSON_DEPTH = 64;
+const MAX_JSON_DEPTH = 64;
 
 /**
  * Refuses a parsed body (and query) that nests deeper than MAX_JSON_DEPTH or holds text

@@ -8,7 +8,7 @@ import type { KeyRoute, PublicRoute, RouteSpec } from './route-spec';
 import { expressPath, inMatchingOrder, RouteTable } from './route-table';
 
 /** Every body but the upload's is refused past this, before it is parsed (413 request_too_large). */
-export const JSON_BODY_LIMIT_BYTES = 64 * 1024;
+const JSON_BODY_LIMIT_BYTES = 64 * 1024;
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
@@ -92,7 +92,7 @@ function jsonParser(limitBytes: number): RequestHandler {
  * body itself (the upload, after a free slot was checked), or none is read. Also what a
  * request under /tools that no route takes goes through before its 404 or 405.
  */
-export function readBody(parse: RequestHandler | undefined): RequestHandler {
+function readBody(parse: RequestHandler | undefined): RequestHandler {
   return (req: Request, res: Response, next: NextFunction) => {
     const parsed = (err?: unknown): void => {
       if (err) {

@@ -61,11 +61,6 @@ export class ChangeHub {
     return this.listener.start();
   }
 
-  /** Executions watched by this process now (a gauge for operators, and the tests). */
-  get size(): number {
-    return this.watched.size;
-  }
-
   /** Calls `watcher` with the execution's view after each change; returns the unsubscribe. */
   watch(projectId: string, id: string, watcher: Watcher): () => void {
     let w = this.watched.get(id);

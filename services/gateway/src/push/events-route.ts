@@ -5,7 +5,7 @@ import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 
 /** A comment line this often keeps proxies from closing an idle stream. */
-export const KEEPALIVE_MS = 15_000;
+const KEEPALIVE_MS = 15_000;
 /** What EventSource waits before reconnecting (it sends Last-Event-ID, and resumes). */
 const RECONNECT_MS = 1_000;
 

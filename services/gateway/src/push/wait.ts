@@ -4,7 +4,7 @@ import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes
 import type { ChangeHub } from './change-hub';
 
 /** The longest a request may wait (RFC 7240 `Prefer: wait=N`, larger values are treated as this). */
-export const MAX_WAIT_SECONDS = 60;
+const MAX_WAIT_SECONDS = 60;
 
 /**
  * `Prefer: wait=N` (RFC 7240) as a whole number of seconds, 1 to 60 (larger values count as

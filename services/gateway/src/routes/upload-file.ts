@@ -5,9 +5,9 @@ import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import { UploadSlots } from '../upload-slots';
 
-export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
+const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
 /** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
-export const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
+const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
 
 /** components.schemas.UploadRequest */
 interface UploadBody {
