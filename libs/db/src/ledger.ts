@@ -19,7 +19,7 @@ export interface JournalEntry {
 }
 
 /** Rows for one balanced journal transaction; throws if the postings do not sum to zero. */
-export function journalRows(entry: JournalEntry): Record<string, unknown>[] {
+function journalRows(entry: JournalEntry): Record<string, unknown>[] {
   let sum = 0;
   for (const p of entry.postings) {
     if (!Number.isSafeInteger(p.amountMicros)) throw new Error(`posting is not an integer: ${p.amountMicros}`);

@@ -1,7 +1,7 @@
 /**
  * Postgres error classification, kept inside libs/db so callers see meanings, not SQLSTATEs.
  */
-export function pgCode(err: unknown): string | undefined {
+function pgCode(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : undefined;
 }

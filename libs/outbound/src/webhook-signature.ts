@@ -1,11 +1,11 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 
 /**
  * Standard Webhooks signatures (https://www.standardwebhooks.com): HMAC-SHA256 over
  * "<webhook-id>.<webhook-timestamp>.<body>", keyed with the base64-decoded part of the secret
  * after "whsec_", sent as "v1,<base64>".
  */
-export function signWebhook(secret: string, id: string, timestampSeconds: number, body: string): string {
+function signWebhook(secret: string, id: string, timestampSeconds: number, body: string): string {
   return `v1,${createHmac('sha256', secretKey(secret)).update(`${id}.${timestampSeconds}.${body}`).digest('base64')}`;
 }
 
@@ -18,15 +18,6 @@ export function webhookHeaders(secret: string, id: string, body: string, now: Da
     'webhook-timestamp': String(timestamp),
     'webhook-signature': signWebhook(secret, id, timestamp, body),
   };
-}
-
-/** True when one of the space-separated "v1,…" signatures matches (constant-time compare). */
-export function webhookSignatureMatches(secret: string, id: string, timestampSeconds: number, body: string, header: string): boolean {
-  const expected = Buffer.from(signWebhook(secret, id, timestampSeconds, body));
-  return header.split(' ').some((candidate) => {
-    const got = Buffer.from(candidate);
-    return got.length === expected.length && timingSafeEqual(got, expected);
-  });
 }
 
 function secretKey(secret: string): Buffer {

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { createDb, maintenanceUrl, migrateLatest, MIGRATIONS } from '@tes/db';
 import { sha256Hex } from '@tes/core';
 
-export const DEFAULT_SERVER_URL = process.env.TEST_DATABASE_SERVER_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const DEFAULT_SERVER_URL = process.env.TEST_DATABASE_SERVER_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 export interface TestDatabase {
   url: string;

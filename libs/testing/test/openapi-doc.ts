@@ -3,7 +3,7 @@ import { loadOpenApi, OpenApiValidator, escapePointer } from '../src/openapi';
 /** What the OpenAPI tests share: the document, a validator for it, and its operations. */
 export const doc = loadOpenApi();
 export const validator = new OpenApiValidator(doc);
-export const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 export type Obj = Record<string, unknown>;
 export const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);

@@ -57,7 +57,7 @@ export interface StepRecord {
   finishedAt: string | null;
 }
 
-export const EXECUTION_COLUMNS = [
+const EXECUTION_COLUMNS = [
   'id',
   'project_id',
   'api_key_id',
@@ -114,7 +114,7 @@ export function toExecution(row: any): ExecutionRecord {
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function toStep(row: any): StepRecord {
+function toStep(row: any): StepRecord {
   return {
     executionId: row.execution_id,
     index: row.index,
