@@ -37,7 +37,7 @@ export async function createProject(
   db: Knex,
   input: { organizationId: string; name: string; monthlyCapMicros?: number | null },
 ): Promise<{ id: string }> {
-  const org = await db('organizations').select('id').where({ id: input.organizationId }).first();
+  const org = await db('organizations').select('id').where({ id: input.organizationId }).first<{ id: string } | undefined>();
   if (!org) throw new AppError('invalid_request', `organization ${input.organizationId} not found`);
   const id = newId('prj');
   await db('projects').insert({
@@ -47,6 +47,17 @@ export async function createProject(
     monthly_cap_micros: input.monthlyCapMicros ?? null,
   });
   return { id };
+}
+
+interface ProjectRow {
+  id: string;
+  organization_id: string;
+  organization_name: string;
+  name: string;
+  available_micros: number;
+  reserved_micros: number;
+  monthly_cap_micros: number | null;
+  month_charged_micros: number;
 }
 
 export async function getProject(db: Knex, projectId: string): Promise<ProjectRecord | null> {
@@ -63,7 +74,7 @@ export async function getProject(db: Knex, projectId: string): Promise<ProjectRe
       db.raw('CASE WHEN p.cap_month >= tes_month() THEN p.month_charged_micros ELSE 0 END AS month_charged_micros'),
     )
     .where('p.id', projectId)
-    .first();
+    .first<ProjectRow | undefined>();
   if (!row) return null;
   return {
     id: row.id,
@@ -86,7 +97,7 @@ export async function createApiKey(
   db: Knex,
   input: { projectId: string; name: string; scopes: Scope[]; role: Role; expiresAt?: Date | null; secret: string; lookupId: string },
 ): Promise<CreatedKey> {
-  const project = await db('projects').select('id').where({ id: input.projectId }).first();
+  const project = await db('projects').select('id').where({ id: input.projectId }).first<{ id: string } | undefined>();
   if (!project) throw new AppError('invalid_request', `project ${input.projectId} not found`);
   const id = newId('key');
   await db('api_keys').insert({
@@ -104,12 +115,24 @@ export async function createApiKey(
   return { id, secret: input.secret };
 }
 
+interface ApiKeyRow {
+  id: string;
+  project_id: string;
+  organization_id: string;
+  name: string;
+  digest: Buffer;
+  scopes: Scope[];
+  role: Role;
+  expires_at: Date | null;
+  revoked_at: Date | null;
+}
+
 export async function findApiKeyByLookupId(db: Knex, lookupId: string): Promise<ApiKeyRecord | null> {
   const row = await db('api_keys as k')
     .join('projects as p', 'p.id', 'k.project_id')
     .select('k.id', 'k.project_id', 'p.organization_id', 'k.name', 'k.digest', 'k.scopes', 'k.role', 'k.expires_at', 'k.revoked_at')
     .where('k.lookup_id', lookupId)
-    .first();
+    .first<ApiKeyRow | undefined>();
   if (!row) return null;
   return {
     id: row.id,
@@ -141,7 +164,7 @@ export async function revokeApiKey(db: Knex, keyId: string): Promise<{ id: strin
     { keyId, channel: KEY_CHANGES_CHANNEL },
   );
   const row = res.rows[0];
-  return row ? { id: row.id, revokedAt: iso(row.revoked_at) as string } : null;
+  return row ? { id: row.id, revokedAt: iso(row.revoked_at)! } : null;
 }
 
 /** Adds prepaid funds: one journal entry funding -> available. */
@@ -171,19 +194,19 @@ async function creditOnce(db: Knex, input: { projectId: string; micros: number; 
       const prior = await trx('ledger_entries')
         .select('amount_micros')
         .where({ project_id: input.projectId, kind: 'credit', account: 'available', reference: input.reference })
-        .first();
+        .first<{ amount_micros: number } | undefined>();
       if (prior) {
-        if (Number(prior.amount_micros) !== input.micros) {
+        if (prior.amount_micros !== input.micros) {
           throw new AppError('invalid_request', `reference ${input.reference} was already used for a credit of ${prior.amount_micros} micros`);
         }
-        const p = await trx('projects').select('available_micros').where({ id: input.projectId }).first();
-        return { availableMicros: p.available_micros as number, replayed: true as const };
+        const p = await trx('projects').select('available_micros').where({ id: input.projectId }).first<{ available_micros: number }>();
+        return { availableMicros: p.available_micros, replayed: true as const };
       }
     }
     const rows = await trx('projects')
       .where({ id: input.projectId })
       .increment('available_micros', input.micros)
-      .returning(['available_micros']);
+      .returning<{ available_micros: number }[]>(['available_micros']);
     const row = rows[0];
     if (!row) throw new AppError('invalid_request', `project ${input.projectId} not found`);
     await postJournal(trx, {
@@ -195,12 +218,15 @@ async function creditOnce(db: Knex, input: { projectId: string; micros: number; 
         { account: 'available', amountMicros: input.micros },
       ],
     });
-    return { availableMicros: row.available_micros as number };
+    return { availableMicros: row.available_micros };
   });
 }
 
 export async function setMonthlyCap(db: Knex, projectId: string, micros: number | null): Promise<{ monthlyCapMicros: number | null }> {
-  const rows = await db('projects').where({ id: projectId }).update({ monthly_cap_micros: micros }).returning(['monthly_cap_micros']);
+  const rows = await db('projects')
+    .where({ id: projectId })
+    .update({ monthly_cap_micros: micros })
+    .returning<{ monthly_cap_micros: number | null }[]>(['monthly_cap_micros']);
   if (!rows[0]) throw new AppError('invalid_request', `project ${projectId} not found`);
   return { monthlyCapMicros: rows[0].monthly_cap_micros };
 }

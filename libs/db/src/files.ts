@@ -14,8 +14,20 @@ export interface FileRecord {
   createdAt: string;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-function toFile(row: any): FileRecord {
+/** A files row as node-postgres returns it: the mapper is the typed boundary. */
+interface FileRow {
+  id: string;
+  project_id: string;
+  sha256: string;
+  format: string;
+  mime_type: string;
+  size_bytes: number;
+  storage_key: string;
+  expires_at: Date;
+  created_at: Date;
+}
+
+function toFile(row: FileRow): FileRecord {
   return {
     id: row.id,
     projectId: row.project_id,
@@ -24,12 +36,12 @@ function toFile(row: any): FileRecord {
     mimeType: row.mime_type,
     sizeBytes: row.size_bytes,
     storageKey: row.storage_key,
-    expiresAt: iso(row.expires_at) as string,
-    createdAt: iso(row.created_at) as string,
+    expiresAt: iso(row.expires_at)!,
+    createdAt: iso(row.created_at)!,
   };
 }
 
-const FILE_COLUMNS = ['id', 'project_id', 'sha256', 'format', 'mime_type', 'size_bytes', 'storage_key', 'expires_at', 'created_at'];
+const FILE_COLUMNS: (keyof FileRow)[] = ['id', 'project_id', 'sha256', 'format', 'mime_type', 'size_bytes', 'storage_key', 'expires_at', 'created_at'];
 
 /**
  * Records an upload. Content is unique per project by sha256: a second upload of the same
@@ -40,7 +52,7 @@ export async function recordUpload(
   db: Knex,
   input: { projectId: string; sha256: string; format: string; mimeType: string; sizeBytes: number; storageKey: string; retentionMs: number },
 ): Promise<{ file: FileRecord; state: 'created' | 'revived' | 'existing' }> {
-  const inserted = await db.raw<{ rows: unknown[] }>(
+  const inserted = await db.raw<{ rows: (FileRow & { created: boolean })[] }>(
     `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, expires_at)
      VALUES (:id, :projectId, :sha256, :format, :mimeType, :sizeBytes, :storageKey, tes_now() + (:retentionMs::bigint * interval '1 millisecond'))
      ON CONFLICT (project_id, sha256) DO UPDATE
@@ -50,10 +62,10 @@ export async function recordUpload(
     { id: newId('file'), ...input },
   );
   // xmax = 0 tells a fresh insert from the conflict update that revived an expired row.
-  const row = inserted.rows[0] as { created: boolean } | undefined;
+  const row = inserted.rows[0];
   if (row) return { file: toFile(row), state: row.created ? 'created' : 'revived' };
-  const existing = await db('files').select(FILE_COLUMNS).where({ project_id: input.projectId, sha256: input.sha256 }).first();
-  return { file: toFile(existing), state: 'existing' };
+  const existing = await db<FileRow>('files').select(FILE_COLUMNS).where({ project_id: input.projectId, sha256: input.sha256 }).first();
+  return { file: toFile(existing!), state: 'existing' };
 }
 
 /**
@@ -61,7 +73,7 @@ export async function recordUpload(
  * because this execution reads it (the janitor keeps such files until the execution ends).
  */
 export async function getExecutionInputFile(db: Knex, projectId: string, executionId: string, id: string): Promise<FileRecord | null> {
-  const res = await db.raw<{ rows: unknown[] }>(
+  const res = await db.raw<{ rows: FileRow[] }>(
     `SELECT ${FILE_COLUMNS.join(', ')} FROM files f
       WHERE f.id = :id AND f.project_id = :projectId AND f.deleted_at IS NULL
         AND (f.expires_at > tes_now() OR EXISTS (SELECT 1 FROM execution_files ef WHERE ef.execution_id = :executionId AND ef.file_id = f.id))`,
@@ -72,7 +84,7 @@ export async function getExecutionInputFile(db: Knex, projectId: string, executi
 
 /** A live file of the project, or null (unknown, another project's, expired or deleted). */
 export async function getLiveFile(db: Knex, projectId: string, id: string): Promise<FileRecord | null> {
-  const row = await db('files')
+  const row = await db<FileRow & { deleted_at: Date | null }>('files')
     .select(FILE_COLUMNS)
     .where({ id, project_id: projectId })
     .whereNull('deleted_at')

@@ -14,7 +14,10 @@ import { prepared } from './prepared';
  */
 
 /** The message body: which execution to look at (and whose, for logs). */
-export type ExecutionMessage = { executionId: string; projectId: string };
+export interface ExecutionMessage {
+  executionId: string;
+  projectId: string;
+}
 
 /** A written outbox row, as the dispatcher and the sweep publish it. */
 export interface OutboxEntry {

@@ -20,5 +20,5 @@ export function prepared<T>(db: Knex | Knex.Transaction, name: string, sql: stri
   const known = registered.get(name);
   if (known === undefined) registered.set(name, sql);
   else if (known !== sql) throw new Error(`prepared statement ${name} is already used for another SQL text`);
-  return db.raw(sql, bindings as Knex.ValueDict).options({ name }) as unknown as Promise<T>;
+  return db.raw(sql, bindings).options({ name });
 }

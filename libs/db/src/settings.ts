@@ -7,13 +7,21 @@ export interface PriceVersionRecord {
   createdAt: string;
 }
 
+interface PriceVersionRow {
+  seq: number;
+  version: string;
+  prices: unknown;
+  content_sha256: string;
+  created_at: Date;
+}
+
 export async function getCurrentPriceVersion(db: Knex): Promise<PriceVersionRecord | null> {
-  const row = await db('price_versions').select('version', 'prices', 'created_at').orderBy('seq', 'desc').first();
+  const row = await db<PriceVersionRow>('price_versions').select('version', 'prices', 'created_at').orderBy('seq', 'desc').first();
   return row ? { version: row.version, prices: row.prices, createdAt: new Date(row.created_at).toISOString() } : null;
 }
 
 export async function getPriceVersion(db: Knex, version: string): Promise<PriceVersionRecord | null> {
-  const row = await db('price_versions').select('version', 'prices', 'created_at').where({ version }).first();
+  const row = await db<PriceVersionRow>('price_versions').select('version', 'prices', 'created_at').where({ version }).first();
   return row ? { version: row.version, prices: row.prices, createdAt: new Date(row.created_at).toISOString() } : null;
 }
 
@@ -26,8 +34,8 @@ export async function publishPrices(db: Knex, prices: unknown, now: Date = new D
   const hash = sha256Hex(canonicalJson(prices));
   return db.transaction(async (trx) => {
     await trx.raw("SELECT pg_advisory_xact_lock(hashtext('tes.publish_prices'))");
-    const current = await trx('price_versions').select('version', 'content_sha256').orderBy('seq', 'desc').first();
-    if (current && current.content_sha256 === hash) return { priceVersion: current.version as string, created: false };
+    const current = await trx<PriceVersionRow>('price_versions').select('version', 'content_sha256').orderBy('seq', 'desc').first();
+    if (current?.content_sha256 === hash) return { priceVersion: current.version, created: false };
     const day = now.toISOString().slice(0, 10);
     const sameDay = await trx('price_versions').count<{ n: string }[]>({ n: '*' }).where('version', 'like', `${day}.%`);
     const version = `${day}.${Number(sameDay[0]?.n ?? 0) + 1}`;
@@ -37,7 +45,7 @@ export async function publishPrices(db: Knex, prices: unknown, now: Date = new D
 }
 
 export async function getExecutionEnabled(db: Knex): Promise<boolean> {
-  const row = await db('settings').select('value').where({ key: 'execution_enabled' }).first();
+  const row = await db<{ key: string; value: unknown }>('settings').select('value').where({ key: 'execution_enabled' }).first();
   return row ? row.value === true : true;
 }
 

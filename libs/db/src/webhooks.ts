@@ -32,8 +32,8 @@ export async function createWebhookEndpoint(
   const secret = `whsec_${randomBytes(24).toString('base64')}`;
   const [row] = await db('webhook_endpoints')
     .insert({ id: newId('whk'), project_id: input.projectId, url: input.url, secret, events: [...(input.events ?? WEBHOOK_EVENTS)] })
-    .returning(['id', 'project_id', 'url', 'events', 'created_at']);
-  return { ...toEndpoint(row), secret };
+    .returning<Record<string, unknown>[]>(['id', 'project_id', 'url', 'events', 'created_at']);
+  return { ...toEndpoint(row!), secret };
 }
 
 export async function listWebhookEndpoints(db: Knex, projectId: string): Promise<WebhookEndpoint[]> {
@@ -86,7 +86,7 @@ export async function listWebhookDeliveries(db: Knex, executionId: string): Prom
     lastStatusCode: (r.last_status_code as number | null) ?? null,
     lastError: (r.last_error as string | null) ?? null,
     nextAttemptAt: r.status === 'pending' ? iso(r.next_attempt_at as Date) : null,
-    createdAt: iso(r.created_at as Date) as string,
+    createdAt: iso(r.created_at as Date)!,
     deliveredAt: iso(r.delivered_at as Date | null),
   }));
 }
@@ -148,7 +148,7 @@ export async function claimDueDeliveries(
     url: r.url as string,
     secret: r.secret as string,
     payload: (r.payload as Record<string, unknown> | null) ?? null,
-    eventAt: iso(r.event_at as Date) as string,
+    eventAt: iso(r.event_at as Date)!,
     attempts: r.attempts as number,
   }));
 }
@@ -182,6 +182,6 @@ function toEndpoint(row: Record<string, unknown>): WebhookEndpoint {
     projectId: row.project_id as string,
     url: row.url as string,
     events: row.events as WebhookEvent[],
-    createdAt: iso(row.created_at as Date) as string,
+    createdAt: iso(row.created_at as Date)!,
   };
 }

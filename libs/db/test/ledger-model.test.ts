@@ -70,6 +70,5 @@ test('the ledger agrees with a model of balances, leases and uploads after every
     }),
     { numRuns: Number(process.env.LEDGER_MODEL_RUNS ?? 120), seed, ...(path ? { path } : {}) },
   );
-  // eslint-disable-next-line no-console
   console.log(`ledger model: ${runs} runs, ${stats.commandsRun} commands checked, seed ${seed}\n${JSON.stringify(Object.fromEntries([...stats.hits].sort()))}`);
 }, 240_000);

@@ -1,7 +1,7 @@
 /** Who holds an execution: claim, renew, give back, wait on a provider, hand to an operator. */
 import type { Knex } from 'knex';
 import { prepared } from '../prepared';
-import { EXECUTION_SELECT, toExecution, type ExecutionRecord } from './records';
+import { EXECUTION_SELECT, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 
 /**
  * Claims an execution for a worker with a lease. Succeeds for queued work, for running
@@ -16,7 +16,7 @@ import { EXECUTION_SELECT, toExecution, type ExecutionRecord } from './records';
  * what the previous lease holder recorded meanwhile.
  */
 export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<(ExecutionRecord & { firstClaim: boolean }) | null> {
-  const res = await prepared<{ rows: (Record<string, unknown> & { first_claim: boolean })[] }>(
+  const res = await prepared<{ rows: (ExecutionRow & { first_claim: boolean })[] }>(
     db,
     'tes_claim',
     `UPDATE executions

@@ -57,7 +57,52 @@ export interface StepRecord {
   finishedAt: string | null;
 }
 
-const EXECUTION_COLUMNS = [
+/**
+ * The mappers below are the typed boundary between rows and records: a row type states what
+ * node-postgres returns for the columns (int8 as a number, see knex.ts; timestamptz as a Date,
+ * or an ISO string inside json_agg; jsonb parsed).
+ */
+export interface ExecutionRow {
+  id: string;
+  project_id: string;
+  api_key_id: string;
+  tool: string;
+  model: string;
+  category: string;
+  status: ExecutionStatus;
+  arguments: Record<string, unknown>;
+  price_version: string;
+  total_steps: number;
+  reserved_micros: number;
+  charged_micros: number;
+  cancel_requested: boolean;
+  idempotency_key: string;
+  request_digest: string;
+  output: Record<string, unknown> | null;
+  error_code: string | null;
+  error_message: string | null;
+  lease_owner: string | null;
+  attempts: number;
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
+interface StepRow {
+  execution_id: string;
+  index: number;
+  name: string;
+  status: StepRecord['status'];
+  cost_micros: number;
+  external_ref: string | null;
+  checkpoint: Record<string, unknown> | null;
+  error_code: string | null;
+  attempts: number;
+  started_at: Date | string;
+  finished_at: Date | string | null;
+}
+
+const EXECUTION_COLUMNS: (keyof ExecutionRow)[] = [
   'id',
   'project_id',
   'api_key_id',
@@ -81,11 +126,10 @@ const EXECUTION_COLUMNS = [
   'created_at',
   'started_at',
   'finished_at',
-] as const;
+];
 export const EXECUTION_SELECT = EXECUTION_COLUMNS.join(', ');
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function toExecution(row: any): ExecutionRecord {
+export function toExecution(row: ExecutionRow): ExecutionRecord {
   return {
     id: row.id,
     projectId: row.project_id,
@@ -107,14 +151,13 @@ export function toExecution(row: any): ExecutionRecord {
     errorMessage: row.error_message,
     leaseOwner: row.lease_owner,
     attempts: row.attempts,
-    createdAt: iso(row.created_at) as string,
+    createdAt: iso(row.created_at)!,
     startedAt: iso(row.started_at),
     finishedAt: iso(row.finished_at),
   };
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-function toStep(row: any): StepRecord {
+function toStep(row: StepRow): StepRecord {
   return {
     executionId: row.execution_id,
     index: row.index,
@@ -125,19 +168,19 @@ function toStep(row: any): StepRecord {
     checkpoint: row.checkpoint,
     errorCode: row.error_code,
     attempts: row.attempts,
-    startedAt: iso(row.started_at) as string,
+    startedAt: iso(row.started_at)!,
     finishedAt: iso(row.finished_at),
   };
 }
 
 export async function findByIdempotencyKey(db: Knex, projectId: string, key: string): Promise<ExecutionRecord | null> {
-  const row = await db('executions').select(EXECUTION_COLUMNS).where({ project_id: projectId, idempotency_key: key }).first();
+  const row = await db<ExecutionRow>('executions').select(EXECUTION_COLUMNS).where({ project_id: projectId, idempotency_key: key }).first();
   return row ? toExecution(row) : null;
 }
 
 /** Project-scoped read: another project's id is indistinguishable from an unknown one. */
 export async function getExecution(db: Knex, projectId: string, id: string): Promise<ExecutionRecord | null> {
-  const row = await db('executions').select(EXECUTION_COLUMNS).where({ id, project_id: projectId }).first();
+  const row = await db<ExecutionRow>('executions').select(EXECUTION_COLUMNS).where({ id, project_id: projectId }).first();
   return row ? toExecution(row) : null;
 }
 
@@ -158,7 +201,7 @@ export interface ExecutionView {
  * poll, the most frequent read of the API).
  */
 export async function getExecutionWithSteps(db: Knex, projectId: string, id: string): Promise<ExecutionView | null> {
-  const res = await prepared<{ rows: (Record<string, unknown> & { steps: Record<string, unknown>[]; version: string })[] }>(
+  const res = await prepared<{ rows: (ExecutionRow & { steps: StepRow[]; version: string })[] }>(
     db,
     'tes_execution_poll',
     `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
@@ -179,7 +222,7 @@ export async function getExecutionWithSteps(db: Knex, projectId: string, id: str
 
 /** Worker-side read by id alone (messages carry both ids; the worker checks they agree). */
 export async function getExecutionById(db: Knex, id: string): Promise<ExecutionRecord | null> {
-  const row = await db('executions').select(EXECUTION_COLUMNS).where({ id }).first();
+  const row = await db<ExecutionRow>('executions').select(EXECUTION_COLUMNS).where({ id }).first();
   return row ? toExecution(row) : null;
 }
 
@@ -193,7 +236,7 @@ export interface ListQuery {
 
 /** Newest first, keyset-paged on the time-sortable id (index executions_project_*_idx). */
 export async function listExecutions(db: Knex, q: ListQuery): Promise<{ items: ExecutionRecord[]; hasMore: boolean }> {
-  const query = db('executions').select(EXECUTION_COLUMNS).where('project_id', q.projectId);
+  const query = db<ExecutionRow>('executions').select(EXECUTION_COLUMNS).where('project_id', q.projectId);
   if (q.status) query.andWhere('status', q.status);
   if (q.tool) query.andWhere('tool', q.tool);
   if (q.before) query.andWhere('id', '<', q.before);
@@ -204,7 +247,7 @@ export async function listExecutions(db: Knex, q: ListQuery): Promise<{ items: E
 
 export async function getSteps(db: Knex, projectId: string, executionIds: string[]): Promise<StepRecord[]> {
   if (executionIds.length === 0) return [];
-  const rows = await db('execution_steps')
+  const rows = await db<StepRow>('execution_steps')
     .select('execution_id', 'index', 'name', 'status', 'cost_micros', 'external_ref', 'checkpoint', 'error_code', 'attempts', 'started_at', 'finished_at')
     .where('project_id', projectId)
     .whereIn('execution_id', executionIds)
@@ -229,8 +272,22 @@ export interface ArtifactRecord extends NewArtifact {
   deletedAt: string | null;
 }
 
+interface ArtifactRow {
+  id: string;
+  execution_id: string;
+  project_id: string;
+  format: string;
+  mime_type: string;
+  size_bytes: number;
+  sha256: string;
+  storage_key: string;
+  file_name: string;
+  expires_at: Date;
+  deleted_at: Date | null;
+}
+
 export async function getArtifact(db: Knex, projectId: string, executionId: string, artifactId: string): Promise<ArtifactRecord | null> {
-  const row = await db('artifacts')
+  const row = await db<ArtifactRow>('artifacts')
     .select('id', 'execution_id', 'project_id', 'format', 'mime_type', 'size_bytes', 'sha256', 'storage_key', 'file_name', 'expires_at', 'deleted_at')
     .where({ id: artifactId, execution_id: executionId, project_id: projectId })
     .first();

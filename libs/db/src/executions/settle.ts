@@ -4,7 +4,7 @@ import type { Knex } from 'knex';
 import type { ExecutionStatus } from '@tes/core';
 import { prepared } from '../prepared';
 import { iso } from '../time';
-import { EXECUTION_SELECT, getExecution, toExecution, type ExecutionRecord } from './records';
+import { EXECUTION_SELECT, getExecution, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 
 export interface SettleInput {
   executionId: string;
@@ -96,7 +96,7 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
   );
   const row = res.rows[0];
   if (!row) return null;
-  return { id: row.id, tool: row.tool, reservedMicros: row.reserved_micros, chargedMicros: row.charged_micros, createdAt: iso(row.created_at) as string };
+  return { id: row.id, tool: row.tool, reservedMicros: row.reserved_micros, chargedMicros: row.charged_micros, createdAt: iso(row.created_at)! };
 }
 
 export type CancelOutcome =
@@ -126,7 +126,7 @@ export async function cancelExecution(db: Knex, projectId: string, execution: Ex
       return { kind: 'cancelled', execution: (await getExecution(db, projectId, execution.id))! };
     }
   }
-  const res = await db.raw<{ rows: unknown[] }>(
+  const res = await db.raw<{ rows: ExecutionRow[] }>(
     `UPDATE executions SET cancel_requested = true, updated_at = now()
       WHERE id = :id AND project_id = :projectId AND status IN ('running', 'waiting')
       RETURNING ${EXECUTION_SELECT}`,
@@ -166,8 +166,10 @@ export async function abandonExecution(
     );
     const e = locked.rows[0];
     if (!e) return 'not_abandoned';
-    const steps = await trx('execution_steps').select('status', 'external', 'cost_micros').where({ execution_id: e.id });
-    const unknownExternal = steps.some((s: { status: string; external: boolean }) => s.status === 'running' && s.external);
+    const steps = await trx<{ execution_id: string; status: string; external: boolean; cost_micros: number }>('execution_steps')
+      .select('status', 'external', 'cost_micros')
+      .where({ execution_id: e.id });
+    const unknownExternal = steps.some((s) => s.status === 'running' && s.external);
     if (unknownExternal) {
       await trx('executions').where({ id: e.id }).update({
         status: 'needs_review',
@@ -180,8 +182,8 @@ export async function abandonExecution(
       return 'needs_review';
     }
     const cost = steps
-      .filter((s: { status: string }) => s.status === 'succeeded')
-      .reduce((sum: number, s: { cost_micros: number }) => sum + s.cost_micros, 0);
+      .filter((s) => s.status === 'succeeded')
+      .reduce((sum, s) => sum + s.cost_micros, 0);
     const settled = await settleExecution(trx, {
       executionId: e.id,
       projectId: e.project_id,

@@ -5,7 +5,7 @@ import { AppError } from '@tes/core';
 import { prepared } from '../prepared';
 import { isUniqueViolation } from '../pg-errors';
 import { insertOutboxSql, toOutboxEntry, type ExecutionMessage, type OutboxEntry } from '../outbox';
-import { EXECUTION_SELECT, findByIdempotencyKey, toExecution, type ExecutionRecord } from './records';
+import { EXECUTION_SELECT, findByIdempotencyKey, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 
 export interface SubmitInput {
   id: string;
@@ -88,7 +88,7 @@ const SUBMIT_SQL = `WITH f AS (
    )
    SELECT e.*, o.id AS outbox_id, o.routing_key AS outbox_routing_key, o.payload AS outbox_payload FROM e CROSS JOIN o`;
 
-type SubmitRow = Record<string, unknown> & { outbox_id: number; outbox_routing_key: string; outbox_payload: ExecutionMessage };
+type SubmitRow = ExecutionRow & { outbox_id: number; outbox_routing_key: string; outbox_payload: ExecutionMessage };
 
 /** The unique index that is the idempotency binding. */
 const IDEMPOTENCY_CONSTRAINT = 'executions_project_id_idempotency_key_key';
@@ -141,7 +141,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
     const gone = fileIds.find((id) => !live.rows.some((row) => row.id === id));
     if (gone) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: gone } });
   }
-  const current = await db('price_versions').select('version').orderBy('seq', 'desc').first();
+  const current = await db<{ version: string; seq: number }>('price_versions').select('version').orderBy('seq', 'desc').first();
   if (current?.version !== input.priceVersion) {
     throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: current?.version ?? null } });
   }
@@ -161,7 +161,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
       details: { requiredMicros: r, availableMicros: p?.available_micros ?? 0, retryable: false },
     });
   }
-  if (p.monthly_cap_micros !== null && Number(p.month_charged) + p.reserved_micros + r > p.monthly_cap_micros) {
+  if (p.monthly_cap_micros !== null && p.month_charged + p.reserved_micros + r > p.monthly_cap_micros) {
     throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
   }
   if (attempt < 2) return submitExecution(db, input, attempt + 1);

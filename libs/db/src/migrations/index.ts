@@ -14,7 +14,7 @@ import * as m12 from './20261123000012_backfill_execution_files';
 import * as m13 from './20261123000013_execution_changes';
 
 /** Append-only list; knex records each name in knex_migrations. */
-export const MIGRATIONS: ReadonlyArray<[string, Knex.Migration]> = [
+export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261121000001_accounts', m1],
   ['20261121000002_pricing_settings', m2],
   ['20261121000003_executions', m3],

@@ -74,7 +74,7 @@ const clockCmd = fc.record({ step: fc.constantFrom(10 * MIN, 20 * MIN, 70 * MIN,
  * settle (or cancelled, when a cancel was accepted before the step). Deep paths, often.
  */
 const workCmd = fc.record({ pick: fc.nat(), cost: fc.integer({ min: 0, max: 150_000 }) }).map(({ pick, cost }) =>
-  command(`work(#${pick}, ${cost})`, (m) => m.execs.some((e) => claimable(m as Model, e)), async (m, r) => {
+  command(`work(#${pick}, ${cost})`, (m) => m.execs.some((e) => claimable(m, e)), async (m, r) => {
     const e = pickExec(m, pick, true, (x) => claimable(m, x));
     const owner = `worker-${(m.seq += 1)}`;
     const got = await claimExecution(r.db, e.id, owner, LEASE_TTL_MS);
