@@ -38,17 +38,19 @@ export const DEFAULT_PRICE_LIST: PriceList = {
 export function checkPriceList(value: unknown): string[] {
   const problems: string[] = [];
   if (!value || typeof value !== 'object') return ['price list must be a JSON object'];
-  const list = value as Partial<PriceList>;
+  // Unchecked input: every level is `unknown` until tested.
+  const list = value as { currency?: unknown; tools?: unknown };
   if (list.currency !== 'usd') problems.push('currency must be "usd"');
   if (!list.tools || typeof list.tools !== 'object') return [...problems, 'tools must be an object'];
-  for (const [tool, entry] of Object.entries(list.tools)) {
-    if (!entry || typeof entry !== 'object' || !entry.models || typeof entry.models !== 'object') {
+  for (const [tool, entry] of Object.entries(list.tools as Record<string, unknown>)) {
+    const models: unknown = entry && typeof entry === 'object' ? (entry as { models?: unknown }).models : undefined;
+    if (!models || typeof models !== 'object') {
       problems.push(`tools["${tool}"].models must be an object`);
       continue;
     }
-    for (const [model, price] of Object.entries(entry.models)) {
+    for (const [model, price] of Object.entries(models as Record<string, unknown>)) {
       for (const field of ['unitPriceMicros', 'minimumMicros'] as const) {
-        const v = (price as unknown as Record<string, unknown>)?.[field];
+        const v = price === null || price === undefined ? undefined : (price as Record<string, unknown>)[field];
         if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
           problems.push(`tools["${tool}"].models["${model}"].${field} must be a non-negative integer`);
         }

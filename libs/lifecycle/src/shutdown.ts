@@ -21,7 +21,7 @@ export class ShutdownCoordinator {
 
   /** Stops every part once; later calls return the same promise. Resolves to an exit code. */
   shutdown(reason: string): Promise<number> {
-    if (!this.stopping) this.stopping = this.run(reason);
+    this.stopping ??= this.run(reason);
     return this.stopping;
   }
 

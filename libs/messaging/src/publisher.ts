@@ -60,7 +60,7 @@ export class ConfirmPublisher {
           (err) => (err ? reject(err instanceof Error ? err : new Error('message was nacked by the broker')) : resolve()),
         );
       } catch (err) {
-        reject(err as Error);
+        reject(err);
       }
     });
   }

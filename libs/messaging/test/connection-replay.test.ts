@@ -122,7 +122,7 @@ it('a first connection that cannot be made fails the start after initialTimeoutM
   const { logger } = capture();
   const client = new AmqpClient({ url: `amqp://guest:s3cret-pass@127.0.0.1:${port}`, logger, name: 'test-refused', initialTimeoutMs: 500 });
   const started = Date.now();
-  const failure = await client.start().then(() => undefined, (err: Error) => err);
+  const failure = await client.start().then(() => undefined, (err: unknown) => err as Error);
   expect(failure?.message).toMatch(new RegExp(`^cannot connect to RabbitMQ at amqp://guest:\\*\\*\\*@127\\.0\\.0\\.1:${port}`));
   expect(failure?.message).not.toContain('s3cret-pass');
   expect(Date.now() - started).toBeLessThan(3_000);

@@ -16,7 +16,7 @@ const names = topologyNames(`test.deadletter.${randomBytes(4).toString('hex')}.`
 const queue = names.queueFor(CATEGORY);
 let admin: ChannelModel;
 let adminCh: Channel;
-const running: Array<{ consumer: Consumer; client: AmqpClient }> = [];
+const running: { consumer: Consumer; client: AmqpClient }[] = [];
 
 beforeAll(async () => {
   admin = await amqp.connect(AMQP_URL);
@@ -63,7 +63,7 @@ async function nextDeadLetter(timeoutMs = 5_000): Promise<GetMessage | undefined
 }
 
 function deathReason(msg: GetMessage): unknown {
-  const deaths = msg.properties.headers?.['x-death'] as Array<{ reason: string; queue: string }> | undefined;
+  const deaths = msg.properties.headers?.['x-death'] as { reason: string; queue: string }[] | undefined;
   return deaths?.map((d) => ({ reason: d.reason, queue: d.queue }));
 }
 

@@ -15,7 +15,7 @@ const CATEGORY = 'c';
 const names = topologyNames(`test.dispatch.${randomBytes(4).toString('hex')}.`);
 let admin: ChannelModel;
 let adminCh: Channel;
-const cleanups: Array<() => Promise<void>> = [];
+const cleanups: (() => Promise<void>)[] = [];
 
 beforeAll(async () => {
   admin = await amqp.connect(AMQP_URL);

@@ -7,7 +7,7 @@ export interface HealthServerOptions {
   /** Where /metrics comes from: a registry, or anything that renders one (a cluster's sum). */
   registry: { metrics(): Promise<string>; readonly contentType: string };
   /** Each resolves true when a dependency the process needs is reachable; ready = all true. */
-  checks: Array<() => Promise<boolean> | boolean>;
+  checks: (() => Promise<boolean> | boolean)[];
 }
 
 /**

@@ -77,7 +77,7 @@ export function createLogger(options: LoggerOptions): Logger {
   // winston filters by level only at the transports, after every format ran: a record no
   // transport will write is dropped here, before redaction and serialisation cost anything
   const levels = winston.config.npm.levels;
-  const threshold = Math.max(levels[level] ?? levels.info!, ...transports.map((t) => (t.level ? (levels[t.level] ?? -1) : -1)));
+  const threshold = Math.max(levels[level] ?? levels.info, ...transports.map((t) => (t.level ? (levels[t.level] ?? -1) : -1)));
   const wanted = winston.format((info) => ((levels[info.level] ?? 0) <= threshold ? info : false));
   return winston.createLogger({
     level,

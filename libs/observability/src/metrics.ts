@@ -10,19 +10,19 @@ export interface Metrics {
   executionsTotal: Counter<'tool' | 'status'>;
   executionDuration: Histogram<'tool' | 'outcome'>;
   settlementDuration: Histogram<'outcome'>;
-  leaseExpiries: Counter<string>;
+  leaseExpiries: Counter;
   outboxPublished: Counter<'source'>;
-  outboxLagSeconds: Gauge<string>;
-  reservedMicrosOutstanding: Gauge<string>;
-  needsReviewCount: Gauge<string>;
+  outboxLagSeconds: Gauge;
+  reservedMicrosOutstanding: Gauge;
+  needsReviewCount: Gauge;
   queueDepth: Gauge<'queue'>;
   queueConsumers: Gauge<'queue'>;
-  ledgerAuditOk: Gauge<string>;
+  ledgerAuditOk: Gauge;
   settledMicros: Counter<'tool'>;
   executionFailures: Counter<'tool' | 'error_code'>;
-  openStreams: Gauge<string>;
+  openStreams: Gauge;
   webhookAttempts: Counter<'outcome'>;
-  webhookDeliveryLag: Histogram<string>;
+  webhookDeliveryLag: Histogram;
 }
 
 export function createMetrics(service: string, withDefaults = true): Metrics {

@@ -14,7 +14,7 @@ const PRESIGNED =
   'http://127.0.0.1:4568/tes-artifacts/prj_1/art_1.png?X-Amz-Algorithm=AWS4-HMAC-SHA256' +
   '&X-Amz-Credential=S3RVER%2F20261121%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261121T101530Z' +
   '&X-Amz-Expires=300&X-Amz-SignedHeaders=host&X-Amz-Signature=9f1c0ffee4d2b7a1e5c3a8f06d2e4b7c9a1f3e5d7b9c0a2e4f6a8b0c2d4e6f80';
-const SIGNATURE = PRESIGNED.split('X-Amz-Signature=')[1] as string;
+const SIGNATURE = PRESIGNED.split('X-Amz-Signature=')[1]!;
 
 describe('log redaction', () => {
   it('an API key secret never reaches a transport, in the message or nested in meta', () => {

@@ -86,14 +86,13 @@ export class GuardedHttp {
     const lookup: net.LookupFunction = (hostname, options, callback) => {
       dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
         if (err) return callback(err, '', 4);
-        const list = addresses as dns.LookupAddress[];
         try {
-          for (const a of list) checkAddress(hostname, a.address, allow);
+          for (const a of addresses) checkAddress(hostname, a.address, allow);
         } catch (e) {
           return callback(e as NodeJS.ErrnoException, '', 4);
         }
-        if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
-        const first = list[0]!;
+        if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, addresses);
+        const first = addresses[0]!;
         callback(null, first.address, first.family);
       });
     };

@@ -61,6 +61,9 @@ export async function createTestDatabase(serverUrl = DEFAULT_SERVER_URL): Promis
   return {
     url,
     name,
-    drop: () => withAdmin(serverUrl, async (c) => void (await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))),
+    drop: () =>
+      withAdmin(serverUrl, async (c) => {
+        await c.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      }),
   };
 }

@@ -8,7 +8,7 @@ export class CaptureTransport extends Transport {
   override log(info: Record<string | symbol, unknown>, next: () => void): void {
     const formatted = info[Symbol.for('message')];
     this.lines.push(typeof formatted === 'string' ? formatted : JSON.stringify(info));
-    this.records.push({ ...info } as Record<string, unknown>);
+    this.records.push({ ...info });
     next();
   }
 

@@ -63,7 +63,9 @@ export async function startTcpRelay(targetUrl: string, defaultPort: number): Pro
       for (const { upstream } of pairs) if (on) upstream.pause(); else upstream.resume();
     },
     cut,
-    restore: async () => void (await listen(port)),
+    restore: async () => {
+      await listen(port);
+    },
     close: cut,
   };
 }
