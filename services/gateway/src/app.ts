@@ -32,7 +32,7 @@ export function createApp(deps: GatewayDeps): express.Express {
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = (req.route?.path as string | undefined) ?? 'unmatched';
+      const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
       deps.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
       const level = res.statusCode >= 500 ? 'error' : 'http';
       if (!deps.logger.isLevelEnabled(level)) return;
@@ -73,8 +73,8 @@ export function createApp(deps: GatewayDeps): express.Express {
   // A method no route takes (OPTIONS, PUT, DELETE, ...) is refused before its body is read,
   // and before a router's automatic OPTIONS answer (text/plain, outside the envelope).
   app.use((req: Request, res: Response, next: NextFunction) => {
-    if (table.takes(req.method)) return next();
-    throw table.refusal(req.path, res);
+    if (!table.takes(req.method)) throw table.refusal(req.path, res);
+    next();
   });
 
   // Each route reads its body as it declares (route-spec.ts); a request under /tools that no
@@ -91,7 +91,7 @@ export function createApp(deps: GatewayDeps): express.Express {
     const appError = toAppError(err);
     const { http, status } = httpFor(appError.code);
     if (http >= 500 && appError.code === 'internal_error') {
-      deps.logger.error('gateway.http.unhandled', { requestId: res.locals.requestId, err });
+      deps.logger.error('gateway.http.unhandled', { requestId: res.locals.requestId as string, err });
     }
     const details = appError.details;
     if (res.headersSent) return;

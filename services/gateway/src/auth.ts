@@ -67,7 +67,3 @@ export function requireScope(scope: Scope) {
     next();
   };
 }
-
-function authOf(res: Response): AuthContext {
-  return res.locals.auth as AuthContext;
-}

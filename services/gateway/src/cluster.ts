@@ -42,7 +42,7 @@ interface Answer {
  * is down) answers "not ready" at once; `checks()` gives the checks in force (none pass
  * until the process is up).
  */
-export function answerPrimary(registry: Registry, checks: () => Array<() => Promise<boolean> | boolean>): Stoppable {
+export function answerPrimary(registry: Registry, checks: () => (() => Promise<boolean> | boolean)[]): Stoppable {
   const onMessage = (message: unknown) => {
     const m = message as Partial<Ask> | null;
     if (m?.type !== ASK || typeof m.id !== 'number') return;

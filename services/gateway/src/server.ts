@@ -39,7 +39,7 @@ export function startGateway(config: Config, logger: Logger, options: GatewayOpt
 async function buildGateway(config: Config, logger: Logger, options: GatewayOptions, started: StartedParts): Promise<RunningGateway> {
   const metrics = createMetrics('gateway');
   // Under a cluster primary, answer it from the first moment (not ready until started).
-  let readiness: Array<() => Promise<boolean> | boolean> = [() => false];
+  let readiness: (() => Promise<boolean> | boolean)[] = [() => false];
   const ipc = options.clusterWorker ? answerPrimary(metrics.registry, () => readiness) : undefined;
   if (ipc) started.add(ipc.name, () => ipc.stop());
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });

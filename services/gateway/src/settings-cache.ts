@@ -28,11 +28,9 @@ export class SettingsCache {
 
   async get(): Promise<CurrentSettings> {
     if (this.value && Date.now() - this.loadedAt < this.ttlMs) return this.value;
-    if (!this.loading) {
-      this.loading = this.load().finally(() => {
-        this.loading = undefined;
-      });
-    }
+    this.loading ??= this.load().finally(() => {
+      this.loading = undefined;
+    });
     return this.loading;
   }
 

@@ -32,7 +32,7 @@ export class UsageCounter {
     if (this.pending.size === 0) return;
     const batch = this.pending;
     this.pending = new Map();
-    this.flushing = countRequests(this.db, batch).catch((err) => {
+    this.flushing = countRequests(this.db, batch).catch((err: unknown) => {
       // put them back: counted on the next flush rather than lost
       for (const [p, n] of batch) this.pending.set(p, (this.pending.get(p) ?? 0) + n);
       this.logger.warn('gateway.usage.flush_failed', { err: (err as Error).message });

@@ -62,7 +62,10 @@ export function streamExecutionEventsRoute({ db, changes, metrics }: GatewayDeps
       const unwatch = changes.watch(auth.projectId, id, send);
       const unregister = changes.atStop(end);
       req.on('close', end);
-      if (changes.stopping) return end();
+      if (changes.stopping) {
+        end();
+        return;
+      }
       send(first);
       changes.refresh(id);
       // Already ended, and the client has seen it (it resumed from the terminal event's id).
