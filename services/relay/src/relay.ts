@@ -38,7 +38,7 @@ export class Relay {
   start(): void {
     this.schedule(0);
     this.janitorTimer = setInterval(() => {
-      if (!this.janitorRunning) this.janitorRunning = this.janitor().finally(() => (this.janitorRunning = undefined));
+      this.janitorRunning ??= this.janitor().finally(() => (this.janitorRunning = undefined));
     }, this.o.janitorIntervalMs);
   }
 

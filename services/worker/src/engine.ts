@@ -146,10 +146,17 @@ export class StepEngine {
     // no more work while idle workers are, which early acks for every message would undo.
     // Work given back later (shutdown, outage) is re-sent by `later`, or by the reaper.
     const earlyAck = delivery ? setTimeout(() => delivery.settle('ack'), this.deps.earlyAckAfterMs ?? 5 * 60_000) : undefined;
+    // A re-send (`later`, which never rejects) starts inside the try and is answered after the
+    // finally: the early ack is cancelled at once, and the message goes out while the scratch
+    // folder is removed.
+    let resent: Promise<Disposition>;
     try {
-      if ((await runExecution(this.execution, execution, workDir)) === 'waiting') return this.later(message, category, 'waiting', true);
-      crashPoint('worker.after_settle');
-      return 'ack';
+      if ((await runExecution(this.execution, execution, workDir)) === 'waiting') {
+        resent = this.later(message, category, 'waiting', true);
+      } else {
+        crashPoint('worker.after_settle');
+        return 'ack';
+      }
     } catch (err) {
       if (err instanceof LeaseLost) {
         logger.warn('worker.execution.lease_lost', log);
@@ -161,13 +168,13 @@ export class StepEngine {
         // and have it come back later; the next claim resumes after the last completed step.
         await releaseLease(db, executionId, workerId, this.execution.recheckDeadlineMs).catch(() => undefined);
         logger.info('worker.execution.released', { ...log, reason: shuttingDown ? 'shutdown' : 'infrastructure' });
-        return this.later(message, category, shuttingDown ? 'shutdown' : 'infrastructure');
-      }
-      throw err;
+        resent = this.later(message, category, shuttingDown ? 'shutdown' : 'infrastructure');
+      } else throw err;
     } finally {
       clearTimeout(earlyAck);
       await workDir.remove();
     }
+    return resent;
   }
 }
 

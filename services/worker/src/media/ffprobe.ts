@@ -2,7 +2,8 @@ import { StepError } from '@tes/core';
 import { ProgramFailed, runProgram } from '../programs';
 
 export interface MediaStream {
-  type: 'video' | 'audio' | string;
+  /** 'video', 'audio', or another kind ffprobe reports. */
+  type: string;
   codec: string;
   width?: number;
   height?: number;

@@ -43,8 +43,11 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
     }
     case 'failed':
     case 'canceled':
-    case 'aborted':
-      return { failed: `Replicate prediction ${p.status}: ${String(p.error ?? 'no reason given').slice(0, 300)}` };
+    case 'aborted': {
+      // Whatever Replicate sent (documented as a string), as text.
+      const reason: unknown = p.error ?? 'no reason given';
+      return { failed: `Replicate prediction ${p.status}: ${String(reason).slice(0, 300)}` };
+    }
     default:
       throw new ReadFailed(`Replicate answered an unknown prediction status ${JSON.stringify(String(p?.status)).slice(0, 60)}`);
   }

@@ -107,7 +107,7 @@ async function transform(path: string, a: ImageTransformArgs, format: 'png' | 'j
   } catch (err) {
     throw undecodable(err);
   }
-  const channels = raw.info.channels as 1 | 2 | 3 | 4;
+  const channels = raw.info.channels;
   let second = sharp(raw.data, { raw: { width: raw.info.width, height: raw.info.height, channels } });
   if (a.rotate !== 0) second = second.rotate(a.rotate);
   second = format === 'jpeg' ? second.flatten({ background: bg }).jpeg({ quality: a.quality }) : second.png();
