@@ -63,7 +63,7 @@ const leg = (name: string, interval: string) =>
   `percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM ${interval}) * 1000) AS ${name}50, ` +
   `percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM ${interval}) * 1000) AS ${name}99`;
 
-async function dbNow(db: Db): Promise<Date> {
+export async function dbNow(db: Db): Promise<Date> {
   const r = await db.raw<{ rows: { t: Date }[] }>('SELECT clock_timestamp() AS t');
   return r.rows[0]!.t;
 }
@@ -72,7 +72,7 @@ async function dbNow(db: Db): Promise<Date> {
 const windowFor = (o: BenchOptions): number => 2 * o.concurrency;
 
 /** Waits (bounded) until no execution accepted since `since` is queued or running; returns how many still are. */
-async function drain(db: Db, since: Date, limitSec: number): Promise<number> {
+export async function drain(db: Db, since: Date, limitSec: number): Promise<number> {
   const until = Date.now() + limitSec * 1000;
   for (;;) {
     const r = await db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('queued', 'running') AND created_at >= ?`, [since]);
@@ -92,17 +92,7 @@ export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connectio
   const rss = new RssSampler({ gateway: stack.gateway.pid, worker: worker.pid, relay: stack.relay.pid });
   rss.start();
   try {
-    meter.start();
-    // settled executions are counted per project and month in usage_counters: a few rows to sum
-    const window = { databaseUrl: stack.databaseUrl, finishedSql: 'SELECT coalesce(sum(execution_count), 0) AS n FROM usage_counters', params: [], limit: windowFor(o) };
-    const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, window }, { logDir, name: 'b5-capacity', meter });
-    const t1 = await dbNow(stack.db);
-    const cpu = meter.stop();
-    const counted = await stack.db.raw<{ rows: { n: string }[] }>(
-      `SELECT count(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at > ?::timestamptz - make_interval(secs => ?) AND finished_at <= ?`,
-      [t1, o.durationSec, t1],
-    );
-    const perSec = Number(counted.rows[0]!.n) / o.durationSec;
+    const { perSec, load, cpu } = await measureCapacity(stack, spec, o, logDir, meter, 'b5-capacity');
     let backlogPurged = 0;
     if ((await drain(stack.db, since, o.drainLimitSec)) > 0) backlogPurged = await stack.purgeTestQueue();
 
@@ -116,6 +106,36 @@ export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connectio
     rss.stop();
     meter.stop();
     await stack.stopWorker();
+  }
+}
+
+/**
+ * The capacity run (B5's, and B8/B9's half load when B5 did not run): test.sleep submits with
+ * the window of outstanding work; executions/s that finished in the measured part. The worker
+ * must be running; the caller drains the backlog.
+ */
+export async function measureCapacity(
+  stack: ServiceStack,
+  spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>,
+  o: BenchOptions,
+  logDir: string,
+  meter: CpuMeter,
+  name: string,
+): Promise<{ perSec: number; load: LoadResult; cpu: Record<string, number> }> {
+  meter.start();
+  try {
+    // settled executions are counted per project and month in usage_counters: a few rows to sum
+    const window = { databaseUrl: stack.databaseUrl, finishedSql: 'SELECT coalesce(sum(execution_count), 0) AS n FROM usage_counters', params: [], limit: windowFor(o) };
+    const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, window }, { logDir, name, meter });
+    const t1 = await dbNow(stack.db);
+    const cpu = meter.stop();
+    const counted = await stack.db.raw<{ rows: { n: string }[] }>(
+      `SELECT count(*) AS n FROM executions WHERE status = 'succeeded' AND finished_at > ?::timestamptz - make_interval(secs => ?) AND finished_at <= ?`,
+      [t1, o.durationSec, t1],
+    );
+    return { perSec: Number(counted.rows[0]!.n) / o.durationSec, load, cpu };
+  } finally {
+    meter.stop();
   }
 }
 

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 
 /**
  * Run settings. Every load loop is bounded by these durations (and the drain limits), so a
- * run always ends by itself: `--quick` in under 3 minutes, the full run in under 15.
+ * run always ends by itself: `--quick` in about 4 minutes, the full run in about 10 (under 20).
  */
 export interface BenchOptions {
   quick: boolean;
@@ -33,6 +33,15 @@ export interface BenchOptions {
   pgbenchClients: number;
   /** Longest wait for queued executions / jobs to finish after a B5 phase. */
   drainLimitSec: number;
+  /** B7: runs of each way to learn a result (polling, Prefer: wait, the event stream). */
+  pushRuns: number;
+  /** B8: event streams held open on one gateway (idle executions, one stream each). */
+  streams: number;
+  /**
+   * B8/B9: seconds of each measured push run; at least 16, so that one 15 s re-read of every
+   * watched execution by the gateway's ChangeHub always falls inside B8's.
+   */
+  pushSec: number;
   /** Run gateway, worker and relay with --cpu-prof (profiles kept in the run's log folder). */
   cpuProf: boolean;
   /** Which benchmarks to run (all by default): --only=b1,b3 for development. */
@@ -43,13 +52,13 @@ export interface BenchOptions {
 const DB_CONNECTIONS = 10;
 export const RATE_LIMIT_PER_MINUTE = 10_000_000;
 
-const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5] [--connections=N] [--concurrency=N]
+const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5,b7,b8,b9] [--connections=N] [--concurrency=N]
                 [--duration=S] [--projects=N] [--gateway-processes=N]
-                [--db-connections=N] [--cpu-prof]
+                [--db-connections=N] [--streams=N] [--push-runs=N] [--cpu-prof]
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
-own, measures B1-B6 next to baselines run in the same process tree on this machine, prints a
-table and ends with one JSON line of named figures. See scripts/bench/README.md.`;
+own, measures B1-B9 (B6 comes with B5) next to baselines run in the same process tree on this
+machine, prints a table and ends with one JSON line of named figures. See scripts/bench/README.md.`;
 
 export function parseOptions(argv: string[]): BenchOptions {
   const flags = new Map<string, string>();
@@ -62,7 +71,19 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (!m) throw new Error(`unknown argument "${arg}" (try --help)`);
     flags.set(m[1]!, m[2] ?? 'true');
   }
-  const known = ['quick', 'only', 'connections', 'concurrency', 'duration', 'projects', 'gateway-processes', 'db-connections', 'cpu-prof'];
+  const known = [
+    'quick',
+    'only',
+    'connections',
+    'concurrency',
+    'duration',
+    'projects',
+    'gateway-processes',
+    'db-connections',
+    'streams',
+    'push-runs',
+    'cpu-prof',
+  ];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
   const int = (name: string, fallback: number, min: number, max: number): number => {
@@ -72,15 +93,16 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be a whole number from ${min} to ${max}`);
     return n;
   };
-  const all = ['b1', 'b2', 'b3', 'b4', 'b5'];
+  const all = ['b1', 'b2', 'b3', 'b4', 'b5', 'b7', 'b8', 'b9'];
   const only = new Set((flags.get('only') ?? all.join(',')).split(',').map((s) => s.trim().toLowerCase()));
   for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}; got "${o}"`);
   const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
   const connections = int('db-connections', DB_CONNECTIONS, 1, 200);
+  const durationSec = int('duration', quick ? 4 : 15, 1, 120);
   return {
     quick,
     warmupSec: quick ? 1 : 3,
-    durationSec: int('duration', quick ? 4 : 15, 1, 120),
+    durationSec,
     connections: int('connections', 32, 1, 512),
     projects: int('projects', quick ? 100 : 400, 1, 10_000),
     hotKeys: 32,
@@ -89,6 +111,9 @@ export function parseOptions(argv: string[]): BenchOptions {
     gatewayPoolMax: Math.max(1, Math.ceil(connections / gatewayProcesses)),
     pgbenchClients: Math.max(1, Math.ceil(connections / gatewayProcesses)) * gatewayProcesses,
     drainLimitSec: quick ? 15 : 60,
+    pushRuns: int('push-runs', quick ? 5 : 20, 1, 200),
+    streams: int('streams', quick ? 500 : 2000, 1, 10_000),
+    pushSec: Math.max(16, durationSec),
     cpuProf: flags.get('cpu-prof') === 'true',
     only,
   };

@@ -57,13 +57,18 @@ async function api(baseUrl: string, secret: string, method: string, path: string
   return { status: res.status, body: text ? (JSON.parse(text) as { data?: Record<string, unknown>; error?: unknown }) : {} };
 }
 
-/** The submit body a client would send after a quote (priceVersion + maximum from the quote). */
-export async function submitBody(baseUrl: string, secret: string): Promise<Record<string, unknown>> {
-  const q = await api(baseUrl, secret, 'POST', '/tools/quote', { tool: 'test.sleep', arguments: SLEEP_ARGUMENTS });
+/** The submit body a client would send after a quote (priceVersion + maximum from the quote); test.sleep 0 s by default. */
+export async function submitBody(
+  baseUrl: string,
+  secret: string,
+  tool = 'test.sleep',
+  args: Record<string, unknown> = SLEEP_ARGUMENTS,
+): Promise<Record<string, unknown>> {
+  const q = await api(baseUrl, secret, 'POST', '/tools/quote', { tool, arguments: args });
   if (q.status !== 200 || !q.body.data) throw new Error(`quote failed: ${q.status} ${JSON.stringify(q.body)}`);
   return {
-    tool: 'test.sleep',
-    arguments: SLEEP_ARGUMENTS,
+    tool,
+    arguments: args,
     priceVersion: q.body.data.priceVersion,
     maximumChargeMicros: q.body.data.maximumChargeMicros,
   };
@@ -80,4 +85,25 @@ export async function submitOneEach(baseUrl: string, tenants: Tenant[], body: Re
       }),
     );
   }
+}
+
+/** `n` submitted executions, keys rotating over the tenants, 20 at a time; each with the key that may read it. */
+export async function submitMany(
+  baseUrl: string,
+  tenants: Tenant[],
+  body: Record<string, unknown>,
+  n: number,
+  keyPrefix: string,
+): Promise<{ secret: string; executionId: string }[]> {
+  const out: { secret: string; executionId: string }[] = [];
+  for (let i = 0; i < n; i += 20) {
+    const batch = Array.from({ length: Math.min(20, n - i) }, async (_, j) => {
+      const secret = tenants[(i + j) % tenants.length]!.secret;
+      const r = await api(baseUrl, secret, 'POST', '/tools/test.sleep', body, { 'idempotency-key': `${keyPrefix}-${i + j}` });
+      if (r.status !== 202) throw new Error(`submit: ${r.status} ${JSON.stringify(r.body)}`);
+      return { secret, executionId: r.body.data?.id as string };
+    });
+    out.push(...(await Promise.all(batch)));
+  }
+  return out;
 }

@@ -14,6 +14,10 @@ import { freePort, startNode, stopChild, waitHttpOk, type Child } from './procs'
 
 const ROOT = path.resolve(__dirname, '../../..');
 const AMQP_URL = process.env.BENCH_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+/** The relay's webhook retry schedule in the bench (production's starts at 1 s and spans 32 h). */
+export const WEBHOOK_RETRY_DELAYS_MS = [500, 1000, 2000, 4000, 8000];
+/** The relay's webhook attempt timeout (its default, set so that B9 can tell a claim's time from its lease). */
+export const WEBHOOK_TIMEOUT_MS = 10_000;
 
 /**
  * The service under test as production runs it: gateway, relay and worker from their
@@ -30,6 +34,8 @@ export class ServiceStack {
   worker: Child | undefined;
   /** VmRSS (MB) of each service right after it answered /readyz, before any load. */
   readonly startRssMb: Record<string, number> = {};
+  /** Each service's health server (/metrics, /readyz). */
+  readonly metricsUrl: Record<string, string> = {};
   private database: TestDatabase | undefined;
 
   get databaseUrl(): string {
@@ -65,6 +71,15 @@ export class ServiceStack {
       LOG_LEVEL: 'warn',
       WORKER_QUEUES: `test:${this.options.concurrency}`,
       SHUTDOWN_TIMEOUT_MS: '10000',
+      // Executions left queued on purpose with their messages dropped (B1-B4's submits, which no
+      // worker runs, and B8's idle ones) must stay queued for the whole run: with the default
+      // 60 s the relay hands them back to the worker mid-run, which then works on them during
+      // B5 and B7-B9. An hour is the most the config allows; nothing else reads it.
+      DISPATCH_DEADLINE_MS: '3600000',
+      // B9: the receiver listens on 127.0.0.1, and its retries must fit in a run
+      WEBHOOK_ALLOW_PRIVATE: '1',
+      WEBHOOK_RETRY_DELAYS_MS: WEBHOOK_RETRY_DELAYS_MS.join(','),
+      WEBHOOK_TIMEOUT_MS: String(WEBHOOK_TIMEOUT_MS),
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     };
     const store = new ObjectStore({ ...this.s3Options(), bucket: this.env.S3_BUCKET! });
@@ -85,7 +100,7 @@ export class ServiceStack {
     };
   }
 
-  private async startService(name: 'gateway' | 'relay' | 'worker'): Promise<Child> {
+  private async startService(name: 'gateway' | 'relay' | 'worker', env: Record<string, string> = {}): Promise<Child> {
     const port = await freePort();
     const metricsPort = await freePort();
     const processes = name === 'gateway' ? this.options.gatewayProcesses : 1;
@@ -96,19 +111,22 @@ export class ServiceStack {
         METRICS_PORT: String(metricsPort),
         NODE_OPTIONS: productionNodeOptions(name),
         ...(name === 'gateway' ? { GATEWAY_PROCESSES: String(processes) } : {}),
+        ...env,
       },
       logDir: this.logDir,
       // several gateway processes share the flags: node's default names (with the pid) keep their profiles apart
       nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${name}.cpuprofile`])] : [],
     });
     await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child);
+    this.metricsUrl[name] = `http://127.0.0.1:${metricsPort}`;
     this.startRssMb[name] = Math.max(...[child.pid, ...childPids(child.pid)].map((pid) => rssMb(pid) ?? 0));
     if (name === 'gateway') this.baseUrl = `http://127.0.0.1:${port}`;
     return child;
   }
 
-  async startWorker(): Promise<Child> {
-    this.worker = await this.startService('worker');
+  /** The worker; `queues` is its WORKER_QUEUES (default: the test category only, at --concurrency). */
+  async startWorker(queues?: string): Promise<Child> {
+    this.worker = await this.startService('worker', queues ? { WORKER_QUEUES: queues } : {});
     return this.worker;
   }
 
