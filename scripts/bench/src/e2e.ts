@@ -75,14 +75,22 @@ const windowFor = (o: BenchOptions): number => 2 * o.concurrency;
 export async function drain(db: Db, since: Date, limitSec: number): Promise<number> {
   const until = Date.now() + limitSec * 1000;
   for (;;) {
-    const r = await db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('queued', 'running') AND created_at >= ?`, [since]);
+    const r = await db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('queued', 'running') AND created_at >= ?`, [
+      since,
+    ]);
     const n = Number(r.rows[0]!.n);
     if (n === 0 || Date.now() > until) return n;
     await sleep(250);
   }
 }
 
-export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>, o: BenchOptions, logDir: string, meter: CpuMeter): Promise<E2eResult> {
+export async function runB5(
+  stack: ServiceStack,
+  spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>,
+  o: BenchOptions,
+  logDir: string,
+  meter: CpuMeter,
+): Promise<E2eResult> {
   // B3/B4's submits, run with no worker: their messages go, their executions stay queued
   // in this throwaway database and every query below looks only at executions since `since`.
   const stale = await stack.purgeTestQueue();
@@ -99,7 +107,10 @@ export async function runB5(stack: ServiceStack, spec: Omit<LoadSpec, 'connectio
     const result: E2eResult = { perSec, load, failed: 0, stalePurged: stale, backlogPurged, rss: {}, startRss: stack.startRssMb, cpu };
     if (perSec >= 2) await atHalf(stack, spec, o, logDir, meter, Math.max(1, Math.floor(perSec / 2)), result);
     result.rss = rss.stop();
-    const failed = await stack.db.raw<{ rows: { n: string }[] }>(`SELECT count(*) AS n FROM executions WHERE status IN ('failed', 'needs_review') AND created_at >= ?`, [since]);
+    const failed = await stack.db.raw<{ rows: { n: string }[] }>(
+      `SELECT count(*) AS n FROM executions WHERE status IN ('failed', 'needs_review') AND created_at >= ?`,
+      [since],
+    );
     result.failed = Number(failed.rows[0]!.n);
     return result;
   } finally {
@@ -125,7 +136,12 @@ export async function measureCapacity(
   meter.start();
   try {
     // settled executions are counted per project and month in usage_counters: a few rows to sum
-    const window = { databaseUrl: stack.databaseUrl, finishedSql: 'SELECT coalesce(sum(execution_count), 0) AS n FROM usage_counters', params: [], limit: windowFor(o) };
+    const window = {
+      databaseUrl: stack.databaseUrl,
+      finishedSql: 'SELECT coalesce(sum(execution_count), 0) AS n FROM usage_counters',
+      params: [],
+      limit: windowFor(o),
+    };
     const load = await runLoad({ ...spec, connections: o.concurrency, warmupSec: o.warmupSec, durationSec: o.durationSec, window }, { logDir, name, meter });
     const t1 = await dbNow(stack.db);
     const cpu = meter.stop();
@@ -140,7 +156,15 @@ export async function measureCapacity(
 }
 
 /** Submits at `rate`/s, then the latency of every leg for the executions accepted in the measured part. */
-async function atHalf(stack: ServiceStack, spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>, o: BenchOptions, logDir: string, meter: CpuMeter, rate: number, result: E2eResult): Promise<void> {
+async function atHalf(
+  stack: ServiceStack,
+  spec: Omit<LoadSpec, 'connections' | 'warmupSec' | 'durationSec'>,
+  o: BenchOptions,
+  logDir: string,
+  meter: CpuMeter,
+  rate: number,
+  result: E2eResult,
+): Promise<void> {
   meter.start();
   const halfStart = await dbNow(stack.db);
   const halfLoad = await runLoad(
@@ -200,7 +224,12 @@ export async function runPgBoss(databaseUrl: string, o: BenchOptions, logDir: st
   await c.connect();
   try {
     meter.start();
-    const send = startNode('pgboss-send', script, { args: ['send'], env: { ...env, BENCH_SECONDS: String(o.warmupSec + o.durationSec) }, logDir, capture: true });
+    const send = startNode('pgboss-send', script, {
+      args: ['send'],
+      env: { ...env, BENCH_SECONDS: String(o.warmupSec + o.durationSec) },
+      logDir,
+      capture: true,
+    });
     meter.label(send.pid, 'pgboss-send');
     const sendExit = await send.exited;
     const t1 = (await c.query<{ t: Date }>('SELECT clock_timestamp() AS t')).rows[0]!.t;

@@ -77,7 +77,15 @@ async function once(durationSec: number, overallRate?: number): Promise<Autocann
 function sendOne(agent: http.Agent, req: AutocannonRequest, counters: { errors: number; timeouts: number }): Promise<number> {
   return new Promise<number>((resolve) => {
     const r = http.request(
-      { agent, host: url.hostname, port: url.port, method: req.method, path: req.path, headers: { ...req.headers, ...(req.body ? { 'content-length': String(Buffer.byteLength(req.body)) } : {}) }, timeout: 10_000 },
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        method: req.method,
+        path: req.path,
+        headers: { ...req.headers, ...(req.body ? { 'content-length': String(Buffer.byteLength(req.body)) } : {}) },
+        timeout: 10_000,
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode ?? 0));
@@ -112,7 +120,9 @@ class Tally {
     const duration = (performance.now() - this.start) / 1000;
     const l = [...this.latencies].sort((a, b) => a - b);
     const at = (q: number) => (l.length ? l[Math.min(l.length - 1, Math.floor(q * l.length))]! : 0);
-    const ok = Object.entries(this.statusCodeStats).filter(([c]) => c.startsWith('2')).reduce((a, [, s]) => a + s.count, 0);
+    const ok = Object.entries(this.statusCodeStats)
+      .filter(([c]) => c.startsWith('2'))
+      .reduce((a, [, s]) => a + s.count, 0);
     return {
       duration,
       errors: this.counters.errors,

@@ -126,14 +126,28 @@ async function main(): Promise<void> {
 
     let b3PerSec: number | undefined;
     let b5PerSec: number | undefined;
-    const load = (spec: ReturnType<typeof submitSpec>) => ({ ...spec, url: stack.baseUrl, connections: o.connections, warmupSec: o.warmupSec, durationSec: o.durationSec });
+    const load = (spec: ReturnType<typeof submitSpec>) => ({
+      ...spec,
+      url: stack.baseUrl,
+      connections: o.connections,
+      warmupSec: o.warmupSec,
+      durationSec: o.durationSec,
+    });
     if (o.only.has('b3') || o.only.has('b4')) {
       say(`B3: accepted submits/s over ${o.projects} projects, then pgbench with the same transaction`);
       const r = await measure(load(submitSpec(tenants, body)), 'b3-submit', logDir, meter);
       const pgb = await measurePgbench(pgdb, o.projects, 'b3-pgbench', o, meter);
       b3PerSec = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
       const bad = unexpected(r, ['202', '429']);
-      report.add({ figure: `B3 accepted submits/s (${o.projects} projects)`, value: b3PerSec, unit: '/s', baseline: 'pgbench tx', baselineValue: pgb.tps, target: '≥ 0.5×', met: b3PerSec >= 0.5 * pgb.tps });
+      report.add({
+        figure: `B3 accepted submits/s (${o.projects} projects)`,
+        value: b3PerSec,
+        unit: '/s',
+        baseline: 'pgbench tx',
+        baselineValue: pgb.tps,
+        target: '≥ 0.5×',
+        met: b3PerSec >= 0.5 * pgb.tps,
+      });
       report.add({ figure: 'B3 submit p99', value: r.latencyMs.p99, unit: 'ms', baseline: 'pgbench avg', baselineValue: pgb.latencyAvgMs, ratio: null });
       report.add({ figure: 'B3 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
       if (bad.count) report.note(`B3 unexpected answers: ${bad.detail}`);
@@ -153,7 +167,15 @@ async function main(): Promise<void> {
       const pgb = await measurePgbench(pgdb, 1, 'b4-pgbench', o, meter);
       const b4 = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
       const bad = unexpected(r, ['202', '429']);
-      report.add({ figure: 'B4 accepted submits/s (1 project)', value: b4, unit: '/s', baseline: 'B3', baselineValue: b3PerSec, target: '≥ 0.5×', met: b4 >= 0.5 * (b3PerSec ?? Infinity) });
+      report.add({
+        figure: 'B4 accepted submits/s (1 project)',
+        value: b4,
+        unit: '/s',
+        baseline: 'B3',
+        baselineValue: b3PerSec,
+        target: '≥ 0.5×',
+        met: b4 >= 0.5 * (b3PerSec ?? Infinity),
+      });
       report.add({ figure: 'B4 vs the same tx on 1 row', value: b4, unit: '/s', baseline: 'pgbench hot', baselineValue: pgb.tps });
       report.add({ figure: 'B4 submit p99', value: r.latencyMs.p99, unit: 'ms' });
       report.add({ figure: 'B4 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
@@ -195,7 +217,10 @@ async function main(): Promise<void> {
   report.figure('quick', o.quick);
   report.figure('elapsedSec', (Date.now() - t0) / 1000);
   report.print([
-    `Benchmarks (${o.quick ? 'quick' : 'full'}): ${os.cpus().length} cores, node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} at the end`,
+    `Benchmarks (${o.quick ? 'quick' : 'full'}): ${os.cpus().length} cores, node ${process.version}, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} at the end`,
     `autocannon ${o.connections} connections, ${o.warmupSec} s warmup + ${o.durationSec} s measured per run; gateway ${o.gatewayProcesses} process(es) × DB_POOL_MAX ${o.gatewayPoolMax}; pgbench ${o.pgbenchClients} clients (= the gateway's connections); B5 concurrency ${o.concurrency}`,
   ]);
   process.exitCode = failed ? 1 : 0;
@@ -212,7 +237,14 @@ async function main(): Promise<void> {
 
 function versusRows(report: Report, id: string, what: string, r: Awaited<ReturnType<typeof runVersus>>, ok: string[], target: number | undefined): void {
   const rps = r.gateway.okPerSec;
-  report.add({ figure: `${id} ${what} req/s`, value: rps, unit: '/s', baseline: 'Express', baselineValue: r.express.okPerSec, ...(target ? { target: `≥ ${target}×`, met: rps >= target * r.express.okPerSec } : {}) });
+  report.add({
+    figure: `${id} ${what} req/s`,
+    value: rps,
+    unit: '/s',
+    baseline: 'Express',
+    baselineValue: r.express.okPerSec,
+    ...(target ? { target: `≥ ${target}×`, met: rps >= target * r.express.okPerSec } : {}),
+  });
   report.add({ figure: `${id} ${what} req/s`, value: rps, unit: '/s', baseline: 'node:http', baselineValue: r.node.okPerSec });
   report.add({ figure: `${id} p99`, value: r.gateway.latencyMs.p99, unit: 'ms', baseline: 'Express', baselineValue: r.express.latencyMs.p99 });
   for (const name of ['gateway', 'express', 'node'] as const) {
@@ -232,9 +264,23 @@ function versusRows(report: Report, id: string, what: string, r: Awaited<ReturnT
 }
 
 function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awaited<ReturnType<typeof runPgBoss>>, concurrency: number): void {
-  report.add({ figure: `B5 test.sleep executions/s (c=${concurrency})`, value: e.perSec, unit: '/s', baseline: 'pg-boss', baselineValue: boss.perSec, target: '≥ 1.0×', met: e.perSec >= boss.perSec });
+  report.add({
+    figure: `B5 test.sleep executions/s (c=${concurrency})`,
+    value: e.perSec,
+    unit: '/s',
+    baseline: 'pg-boss',
+    baselineValue: boss.perSec,
+    target: '≥ 1.0×',
+    met: e.perSec >= boss.perSec,
+  });
   const h = e.half;
-  report.add({ figure: `B5 accept→running p99 @ ${h?.rate ?? '—'}/s`, value: h?.runP99, unit: 'ms', target: '≤ 50 ms', met: h ? h.runP99 <= 50 && h.unfinished === 0 : false });
+  report.add({
+    figure: `B5 accept→running p99 @ ${h?.rate ?? '—'}/s`,
+    value: h?.runP99,
+    unit: 'ms',
+    target: '≤ 50 ms',
+    met: h ? h.runP99 <= 50 && h.unfinished === 0 : false,
+  });
   report.add({ figure: 'B5 accept→running p50 @ half', value: h?.runP50, unit: 'ms' });
   report.add({ figure: 'B5 accept→confirmed p50 / p99', value: h?.pubP50, unit: 'ms', baseline: 'p99', baselineValue: h?.pubP99, ratio: null });
   report.add({ figure: 'B5 accept→succeeded p50 @ half', value: h?.doneP50, unit: 'ms' });
@@ -264,7 +310,9 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
   if (h) {
     report.note(`B5 half load: ${h.n} executions measured, submitted at ${h.load.okPerSec.toFixed(1)}/s (asked ${h.rate}/s)`);
     const legs = Object.entries(h.legs).map(([k, [p50, p99]]) => `${k} ${p50.toFixed(1)}/${p99.toFixed(1)}`);
-    report.note(`B5 half load legs, p50/p99 ms: accept→confirmed ${h.pubP50.toFixed(1)}/${h.pubP99.toFixed(1)}, ${legs.join(', ')} (tostep = claim→step start, step includes the S3 put, settle = step end→succeeded)`);
+    report.note(
+      `B5 half load legs, p50/p99 ms: accept→confirmed ${h.pubP50.toFixed(1)}/${h.pubP99.toFixed(1)}, ${legs.join(', ')} (tostep = claim→step start, step includes the S3 put, settle = step end→succeeded)`,
+    );
   }
   report.note(`B5 pg-boss: ${boss.sent} sent, ${boss.completed} completed over warmup + measured run`);
   report.figure('b5PerSec', e.perSec);

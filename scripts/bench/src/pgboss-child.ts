@@ -42,7 +42,12 @@ async function main(): Promise<void> {
   } else if (role === 'send') {
     let sent = 0;
     const until = Date.now() + seconds * 1000;
-    const gate = new OutstandingGate(url, `SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [queue], Number(process.env.BENCH_WINDOW ?? 16));
+    const gate = new OutstandingGate(
+      url,
+      `SELECT count(*) AS n FROM pgboss.job WHERE name = $1 AND state = 'completed'`,
+      [queue],
+      Number(process.env.BENCH_WINDOW ?? 16),
+    );
     await gate.start();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
