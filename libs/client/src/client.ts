@@ -4,7 +4,8 @@ import { ArtifactIntegrityError, parseRetryAfter, TesError, TesNetworkError } fr
 import { isValidIdempotencyKey } from './idempotency';
 import { DEFAULT_RETRY, Transport, backoffMs, sleep, type FetchLike, type RetryOptions } from './http';
 import { detectMimeType } from './media';
-import { runTool, type RunOptions, type RunResult } from './run';
+import { ExecutionEvents, type EventsOptions } from './events';
+import { runTool, type PollResult, type RunOptions, type RunResult } from './run';
 import type {
   Catalog, Download, Execution, ExecutionList, ExecutionQuery, Project, Quote, SubmitOptions, SubmitResult, ToolArguments, UploadedFile, Usage,
 } from './types';
@@ -100,11 +101,13 @@ export class TesClient {
       body,
       headers: { 'Idempotency-Key': options.idempotencyKey },
       signal: options.signal,
+      waitSeconds: options.waitSeconds,
     });
     return {
       execution: res.body.data,
       replayed: res.headers.get('idempotent-replayed') === 'true',
       retryAfterSeconds: parseRetryAfter(res.headers.get('retry-after')),
+      preferenceApplied: res.headers.has('preference-applied'),
     };
   }
 
@@ -113,10 +116,30 @@ export class TesClient {
     return (await this.poll(id, signal)).execution;
   }
 
-  /** @internal GET /tools/executions/{id} with the Retry-After the gateway may ask for. */
-  async poll(id: string, signal?: AbortSignal): Promise<{ execution: Execution; retryAfterSeconds: number | undefined }> {
-    const res = await this.http.request<Envelope<Execution>>('GET', `/tools/executions/${encodeURIComponent(id)}`, { signal });
-    return { execution: res.body.data, retryAfterSeconds: parseRetryAfter(res.headers.get('retry-after')) };
+  /**
+   * @internal GET /tools/executions/{id} with the Retry-After the gateway may ask for; with
+   * `waitSeconds`, `Prefer: wait=N`, and whether the gateway said it waited for the end.
+   */
+  async poll(id: string, signal?: AbortSignal, waitSeconds?: number): Promise<PollResult> {
+    const res = await this.http.request<Envelope<Execution>>('GET', `/tools/executions/${encodeURIComponent(id)}`, { signal, waitSeconds });
+    return {
+      execution: res.body.data,
+      retryAfterSeconds: parseRetryAfter(res.headers.get('retry-after')),
+      preferenceApplied: res.headers.has('preference-applied'),
+    };
+  }
+
+  /**
+   * GET /tools/executions/{id}/events: the execution after every change, as it happens, until
+   * it ends; resumed with Last-Event-ID after a lost connection (see ExecutionEvents).
+   *
+   * ```ts
+   * for await (const e of tes.events(id)) console.log(e.status, e.progress.completedSteps);
+   * ```
+   */
+  events(id: string, options: EventsOptions = {}): ExecutionEvents {
+    const deps = { open: this.http.open.bind(this.http), execution: this.execution.bind(this), retry: this.retry };
+    return new ExecutionEvents(deps, id, options);
   }
 
   /** GET /tools/executions: newest first; pass `nextBefore` as `before` for the next page. */
@@ -184,7 +207,8 @@ export class TesClient {
 
   /**
    * Quote, submit with a generated idempotency key (resent with the same key after a lost
-   * connection), poll until the execution ends, and return it with download helpers.
+   * connection), follow the execution until it ends (the event stream, else `Prefer: wait`,
+   * else polling: RunOptions.strategy), and return it with download helpers.
    * Rejects with ExecutionUnsuccessfulError when it ends failed, cancelled or needs_review.
    */
   run(tool: string, args: ToolArguments, options: RunOptions = {}): Promise<RunResult> {

@@ -114,6 +114,18 @@ export class TesNetworkError extends TesError {
   }
 }
 
+/**
+ * The event stream cannot be used from here: the server does not offer it (an older
+ * gateway), or something between answers with another content type or holds the events
+ * back (a buffering proxy: no first event in time). run({ strategy: 'auto' }) then waits
+ * with `Prefer: wait` instead; events() and run({ strategy: 'stream' }) throw it.
+ */
+export class StreamUnavailableError extends TesError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('stream_unavailable', message, options);
+  }
+}
+
 /** run() ended on a status other than succeeded; `execution` tells what was charged. */
 export class ExecutionUnsuccessfulError extends TesError {
   readonly execution: Execution;

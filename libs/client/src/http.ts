@@ -13,8 +13,14 @@ export interface RetryOptions {
   rateLimitRetries: number;
   /** A Retry-After longer than this is not waited out: the RateLimitedError is thrown. */
   maxRateLimitWaitMs: number;
-  /** Per-send deadline; a send that exceeds it counts as a lost connection. */
+  /** Per-send deadline; a send that exceeds it counts as a lost connection. A `Prefer: wait` send gets its wait on top. */
   attemptTimeoutMs: number;
+  /**
+   * Consecutive failed connections of an event stream (refused, dropped before an event, a
+   * 5xx) before events() gives up; a connection that delivers an event resets the count.
+   * More than maxAttempts because a stream outlives restarts of the gateway it talks to.
+   */
+  maxReconnects: number;
 }
 
 export const DEFAULT_RETRY: RetryOptions = {
@@ -24,6 +30,7 @@ export const DEFAULT_RETRY: RetryOptions = {
   rateLimitRetries: 2,
   maxRateLimitWaitMs: 60_000,
   attemptTimeoutMs: 60_000,
+  maxReconnects: 8,
 };
 
 export interface HttpResponse<T> {
@@ -36,6 +43,11 @@ export interface RequestOptions {
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;
+  /**
+   * Sends `Prefer: wait=N` (RFC 7240): the gateway may hold the answer up to N seconds, so
+   * each send's deadline is attemptTimeoutMs plus N seconds.
+   */
+  waitSeconds?: number | undefined;
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason as soon as it fires. */
@@ -94,12 +106,13 @@ export class Transport {
       Authorization: `Bearer ${this.#apiKey}`,
     };
     if (payload !== undefined) headers['Content-Type'] = 'application/json';
+    if (options.waitSeconds !== undefined) headers.Prefer = `wait=${options.waitSeconds}`;
     const url = this.baseUrl + path;
     let rateLimitWaits = 0;
     for (let attempt = 1; ; attempt++) {
       let res: Response;
       let text: string;
-      const timeout = AbortSignal.timeout(this.retry.attemptTimeoutMs);
+      const timeout = AbortSignal.timeout(this.retry.attemptTimeoutMs + (options.waitSeconds ?? 0) * 1000);
       const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
       try {
         res = await this.fetchFn(url, { method, headers, body: payload, signal, redirect: 'error' });
@@ -133,6 +146,25 @@ export class Transport {
       }
       throw error;
     }
+  }
+
+  /**
+   * One streaming GET (`Accept: text/event-stream`) with the key in the Authorization header,
+   * answered with the Response whose body is still unread. No retries here: whoever reads
+   * the stream knows where to resume (events.ts). An error answer is thrown as its TesApiError.
+   */
+  async open(path: string, options: { headers?: Record<string, string>; signal: AbortSignal }): Promise<Response> {
+    const headers: Record<string, string> = {
+      Accept: 'text/event-stream',
+      'Cache-Control': 'no-cache',
+      'User-Agent': this.userAgent,
+      ...options.headers,
+      Authorization: `Bearer ${this.#apiKey}`,
+    };
+    const res = await this.fetchFn(this.baseUrl + path, { method: 'GET', headers, signal: options.signal, redirect: 'error' });
+    if (res.ok) return res;
+    const text = await res.text().catch(() => '');
+    throw errorFromResponse(res.status, parseJson(text), res.headers);
   }
 }
 

@@ -1,6 +1,11 @@
 export { TesClient, CLIENT_VERSION, DEFAULT_BASE_URL, DEFAULT_POLL_INTERVAL_MS } from './client';
 export type { TesClientOptions } from './client';
-export type { RunOptions, RunResult, RunArtifact } from './run';
+export type { RunOptions, RunResult, RunArtifact, RunStrategy, PollResult } from './run';
+export { RUN_STRATEGIES, WAIT_SECONDS, DEFAULT_FIRST_EVENT_TIMEOUT_MS } from './follow';
+export { ExecutionEvents, DEFAULT_STREAM_IDLE_TIMEOUT_MS } from './events';
+export type { EventsOptions } from './events';
+export { SseParser } from './sse';
+export type { SseEvent } from './sse';
 export { DEFAULT_RETRY } from './http';
 export type { FetchLike, RetryOptions } from './http';
 export * from './errors';

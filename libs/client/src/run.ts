@@ -1,21 +1,28 @@
 import { ExecutionUnsuccessfulError, QuoteAboveMaximumError, TesAbortError, TesError } from './errors';
-import { sleep } from './http';
+import { DEFAULT_FIRST_EVENT_TIMEOUT_MS, RUN_STRATEGIES, WAIT_SECONDS, followExecution, type FollowClient, type RunStrategy } from './follow';
 import { newIdempotencyKey } from './idempotency';
-import { isFinal, type Artifact, type Download, type Execution, type Quote, type SubmitOptions, type SubmitResult, type ToolArguments } from './types';
+import type { Artifact, Download, Execution, Quote, SubmitOptions, SubmitResult, ToolArguments } from './types';
+
+export type { PollResult, RunStrategy } from './follow';
 
 /** The client calls a run makes. TesClient has them; naming them here keeps run.ts free of client.ts. */
-export interface RunClient {
-  readonly pollIntervalMs: number;
+export interface RunClient extends FollowClient {
   quote(tool: string, args: ToolArguments, signal?: AbortSignal): Promise<Quote>;
   submit(tool: string, args: ToolArguments, options: SubmitOptions): Promise<SubmitResult>;
-  poll(id: string, signal?: AbortSignal): Promise<{ execution: Execution; retryAfterSeconds: number | undefined }>;
   download(id: string, artifactId: string, signal?: AbortSignal): Promise<Buffer>;
   downloadUrl(id: string, artifactId: string, signal?: AbortSignal): Promise<Download>;
 }
 
 export interface RunOptions {
-  /** Called with the execution as accepted and after every poll. */
+  /** Called with the execution as accepted, then with every update: each stream event, wait answer or poll. */
   onProgress?: (execution: Execution) => void;
+  /**
+   * How to learn that the execution ended (see RunStrategy). Default 'auto': the event
+   * stream; `Prefer: wait` if the stream is unusable; polling if the server ignores the wait.
+   */
+  strategy?: RunStrategy;
+  /** 'auto' and 'stream': no event within this many ms means the stream is held back. Default 5000. */
+  firstEventTimeoutMs?: number;
   /**
    * Stops waiting. Fired after the submit was accepted, the execution still runs (and may be
    * charged): the TesAbortError carries its executionId to poll or cancel.
@@ -51,11 +58,20 @@ export interface RunResult {
  *   (the transport resends the same bytes after a lost connection or a 5xx), so a run
  *   creates at most one execution and one reservation;
  * - the money 429s (insufficient_balance, monthly_cap_exceeded) are thrown after one send;
- * - polls are at least `pollIntervalMs` apart (5 s by default, service-spec §4) and wait
- *   longer when the gateway's Retry-After says so (the 202 carries Retry-After: 5).
+ * - then the execution is followed (follow.ts): a stream or a wait sends a request only when
+ *   something changed or a wait ran out; polls are at least `pollIntervalMs` apart (5 s by
+ *   default, service-spec §4) and wait longer when the gateway's Retry-After says so.
+ *
+ * Only 'wait' sends `Prefer: wait` on the submit: there it makes a short run one request. The
+ * others submit without it, because the answer then comes at once and the stream reports every
+ * step from the first moment; a held submit would show nothing while it is held, to save one
+ * request that only the shortest runs would notice.
  */
 export async function runTool(client: RunClient, tool: string, args: ToolArguments, options: RunOptions): Promise<RunResult> {
   const { signal } = options;
+  const strategy = options.strategy ?? 'auto';
+  // Checked before anything is spent: a JavaScript caller's typo must not leave a paid execution unfollowed.
+  if (!RUN_STRATEGIES.includes(strategy)) throw new TypeError(`strategy must be one of ${RUN_STRATEGIES.join(', ')}, got ${JSON.stringify(strategy)}`);
   let executionId: string | undefined;
   try {
     const quote = options.quote ?? (await client.quote(tool, args, signal));
@@ -68,16 +84,17 @@ export async function runTool(client: RunClient, tool: string, args: ToolArgumen
       maximumChargeMicros: quote.maximumChargeMicros,
       idempotencyKey,
       ...(signal ? { signal } : {}),
+      ...(strategy === 'wait' ? { waitSeconds: WAIT_SECONDS } : {}),
     });
-    let execution = submitted.execution;
-    executionId = execution.id;
-    options.onProgress?.(execution);
-    let retryAfterSeconds = submitted.retryAfterSeconds;
-    while (!isFinal(execution.status)) {
-      await sleep(Math.max(client.pollIntervalMs, (retryAfterSeconds ?? 0) * 1000), signal);
-      ({ execution, retryAfterSeconds } = await client.poll(execution.id, signal));
-      options.onProgress?.(execution);
-    }
+    executionId = submitted.execution.id;
+    options.onProgress?.(submitted.execution);
+    const execution = await followExecution(client, submitted.execution, {
+      strategy,
+      signal,
+      onProgress: options.onProgress,
+      firstEventTimeoutMs: options.firstEventTimeoutMs ?? DEFAULT_FIRST_EVENT_TIMEOUT_MS,
+      retryAfterSeconds: submitted.retryAfterSeconds,
+    });
     if (execution.status !== 'succeeded') throw new ExecutionUnsuccessfulError(execution);
     const id = execution.id;
     const artifacts = (execution.output?.artifacts ?? []).map(

@@ -31,6 +31,11 @@ export interface SubmitOptions {
   /** 8-128 of [A-Za-z0-9._:-]; reuse it for every resend of this submit. */
   idempotencyKey: string;
   signal?: AbortSignal;
+  /**
+   * Sends `Prefer: wait=N` (1-60): the answer waits up to N seconds for the execution to end
+   * (then 200 with the result and `preferenceApplied`), else it is the usual 202.
+   */
+  waitSeconds?: number;
 }
 
 export interface SubmitResult {
@@ -39,6 +44,8 @@ export interface SubmitResult {
   replayed: boolean;
   /** Seconds the gateway asked the caller to wait before the first poll (202 Retry-After). */
   retryAfterSeconds: number | undefined;
+  /** The gateway honoured `waitSeconds`: the execution ended within the wait. */
+  preferenceApplied: boolean;
 }
 
 /** States after which an execution does not change by itself (needs_review waits for an operator). */

@@ -1,7 +1,7 @@
 import { parseArgValue, parseArguments, parseFiles, parseIntegerOption, UsageError } from '../src/cli/args';
-import { ProgressBar, table, usd } from '../src/cli/format';
+import { table, usd } from '../src/cli/format';
 import { main } from '../src/cli/main';
-import { detectMimeType, IDEMPOTENCY_KEY_PATTERN, isValidIdempotencyKey, newIdempotencyKey, type Execution } from '../src';
+import { detectMimeType, IDEMPOTENCY_KEY_PATTERN, isValidIdempotencyKey, newIdempotencyKey } from '../src';
 
 function sink(isTTY = false): { write(s: string): void; isTTY: boolean; text: () => string } {
   const chunks: string[] = [];
@@ -89,21 +89,8 @@ describe('formatting', () => {
     expect([usd(0), usd(10), usd(1_500), usd(1_000_000), usd(123_456_789), usd(null)]).toEqual(['$0.000000', '$0.000010', '$0.001500', '$1.000000', '$123.456789', 'none']);
   });
 
-  it('tables pad columns; the progress bar writes one line per change when stderr is not a terminal', () => {
+  it('tables pad columns (the progress view: cli-progress.test.ts)', () => {
     expect(table(['A', 'BB'], [['xyz', '1']])).toBe('A    BB\nxyz  1\n');
-    const out = sink(false);
-    const bar = new ProgressBar(out, 4);
-    const e = (completedSteps: number, status: string, currentStep: string | null) =>
-      ({ id: 'exe_1', status, progress: { completedSteps, totalSteps: 2, currentStep } }) as Execution;
-    bar.update(e(0, 'queued', null));
-    bar.update(e(0, 'queued', null));
-    bar.update(e(1, 'running', 'sleep'));
-    bar.update(e(2, 'succeeded', null));
-    bar.done();
-    expect(out.text()).toBe('exe_1 [....] 0/2 queued\nexe_1 [##..] 1/2 running (sleep)\nexe_1 [####] 2/2 succeeded\n');
-    const tty = sink(true);
-    new ProgressBar(tty, 2).update(e(1, 'running', null));
-    expect(tty.text()).toBe('\r\x1b[2K[#.] 1/2 running');
   });
 });
 

@@ -59,7 +59,7 @@ afterAll(async () => {
 });
 
 describe('tes', () => {
-  it('tools, run with --yes (progress on stderr, artifact saved), executions, usage and project, all --json', async () => {
+  it('tools, run with --yes (no progress with --json, artifact saved), executions, usage and project, all --json', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const tools = await tes(['tools', '--json'], p.secret);
     expect(tools).toMatchObject({ code: 0, stderr: '' });
@@ -71,7 +71,7 @@ describe('tes', () => {
     const result = JSON.parse(run.stdout) as { execution: { id: string; status: string; chargedMicros: number }; files: { path: string; sha256: string; sizeBytes: number }[] };
     expect(result.execution).toMatchObject({ status: 'succeeded', chargedMicros: 10 });
     expect(run.stderr).toContain('at most $0.000010 (10 micros)');
-    expect(run.stderr).toContain('2/2 succeeded');
+    expect(run.stderr).not.toContain('steps'); // --json: no progress, stderr says only the quote
     expect(result.files).toHaveLength(1);
     const saved = await readFile(result.files[0]!.path);
     expect(result.files[0]!.path.startsWith(out)).toBe(true);
@@ -88,6 +88,33 @@ describe('tes', () => {
     expect(JSON.parse(project.stdout)).toMatchObject({ project: { id: p.projectId }, balance: { availableMicros: 1_000_000 - 10 } });
     const human = await tes(['usage'], p.secret);
     expect(human.stdout).toContain('charged $0.000010');
+  });
+
+  it('run shows progress from the event stream, one plain line per change when stderr is not a terminal', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const started = Date.now();
+    const run = await tes(['run', 'test.sleep', '--arg', 'seconds=0.3', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--yes', '--out', join(dir, 'progress')], p.secret);
+    expect(run.code).toBe(0);
+    expect(Date.now() - started).toBeLessThan(5_000); // a poll would have waited the 202's 5 s
+    const lines = run.stderr.split('\n').filter((l) => l.startsWith('exe_'));
+    // every step's start and end, as it happened; no escape codes, no redraws
+    expect(lines.map((l) => l.replace(/^exe_\w+\s+/, '').replace(/\s+\+[\d.]+s$/, '').replace(/\s+/g, ' '))).toEqual(expect.arrayContaining([
+      'running 0/2 steps sleep_0', 'running 1/2 steps sleep_1', 'succeeded 2/2 steps',
+    ]));
+    expect(lines.at(-1)).toMatch(/succeeded\s+2\/2 steps/);
+    expect(run.stderr.includes('\x1b') || run.stderr.includes('\r')).toBe(false);
+    expect(run.stdout).toMatch(/succeeded/);
+  });
+
+  it('--strategy: wait works; an unknown one is a usage error before anything is quoted or submitted', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const waited = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=1', '--arg', 'costMicrosPerStep=5', '--yes', '--strategy', 'wait', '--out', join(dir, 'wait'), '--json'], p.secret);
+    expect(waited.code).toBe(0);
+    expect(JSON.parse(waited.stdout).execution).toMatchObject({ status: 'succeeded', chargedMicros: 5 });
+    const bad = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=1', '--arg', 'costMicrosPerStep=5', '--yes', '--strategy', 'sse'], p.secret);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--strategy must be one of auto, stream, wait, poll');
+    expect(await executionCount(p.projectId)).toBe(1);
   });
 
   it('--file uploads and passes the file id: image.render output transformed to JPEG', async () => {

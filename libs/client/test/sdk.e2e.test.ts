@@ -3,10 +3,11 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadOpenApi, OpenApiValidator } from '@tes/testing';
+import { startGateway, type RunningGateway } from '../../../services/gateway/src/server';
 import { projectBalance, useStack } from '../../../tests/stack';
 import {
   InsufficientBalanceError, InvalidRequestError, MonthlyCapExceededError, NotFoundError, TesAbortError, TesClient,
-  isValidIdempotencyKey, type Execution, type FetchLike,
+  isValidIdempotencyKey, type Execution, type FetchLike, type TesClientOptions,
 } from '../src';
 
 /**
@@ -24,6 +25,8 @@ interface Sent {
   path: string;
   status: number | 'lost';
   idempotencyKey: string | undefined;
+  prefer: string | undefined;
+  lastEventId: string | undefined;
   body: string | undefined;
 }
 
@@ -35,11 +38,16 @@ function recordingFetch(loseAnswer: (s: Sent) => boolean = () => false): { fetch
   const sent: Sent[] = [];
   const wrapped: FetchLike = async (input, init) => {
     const url = new URL(input);
-    const res = await fetch(input, init);
     const headers = new Headers(init.headers);
-    const s: Sent = { method: init.method ?? 'GET', path: url.pathname + url.search, status: res.status, idempotencyKey: headers.get('idempotency-key') ?? undefined, body: init.body as string | undefined };
+    const s: Sent = {
+      method: init.method ?? 'GET', path: url.pathname + url.search, status: 'lost', idempotencyKey: headers.get('idempotency-key') ?? undefined,
+      prefer: headers.get('prefer') ?? undefined, lastEventId: headers.get('last-event-id') ?? undefined, body: init.body as string | undefined,
+    };
     sent.push(s);
+    const res = await fetch(input, init);
+    s.status = res.status;
     if (!input.startsWith(stack.baseUrl)) return res; // a presigned object-storage URL
+    if (res.headers.get('content-type')?.startsWith('text/event-stream')) return res; // read by the client as it comes
     const text = await res.text();
     validator.assertValid(s.method, s.path, res.status, Object.fromEntries(res.headers), text ? JSON.parse(text) : undefined);
     if (loseAnswer(s)) {
@@ -51,8 +59,8 @@ function recordingFetch(loseAnswer: (s: Sent) => boolean = () => false): { fetch
   return { fetch: wrapped, sent };
 }
 
-function client(secret: string, fetchFn?: FetchLike): TesClient {
-  return new TesClient({ apiKey: secret, baseUrl: stack.baseUrl, pollIntervalMs: 200, retry: { baseDelayMs: 50 }, ...(fetchFn ? { fetch: fetchFn } : {}) });
+function client(secret: string, fetchFn?: FetchLike, options: Partial<TesClientOptions> = {}): TesClient {
+  return new TesClient({ apiKey: secret, baseUrl: stack.baseUrl, pollIntervalMs: 200, retry: { baseDelayMs: 50 }, ...(fetchFn ? { fetch: fetchFn } : {}), ...options });
 }
 
 async function executionCount(projectId: string): Promise<number> {
@@ -69,7 +77,7 @@ afterAll(async () => {
 });
 
 describe('run', () => {
-  it('test.sleep: quote, one submit with a valid generated key, polls, artifact downloaded and checked', async () => {
+  it('test.sleep: quote, one submit with a valid generated key, followed to the end, artifact downloaded and checked', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const { fetch: f, sent } = recordingFetch();
     const seen: Execution[] = [];
@@ -178,6 +186,105 @@ describe('run', () => {
     }
     expect(e.chargedMicros).toBe(10);
   });
+});
+
+describe('results without polling', () => {
+  const render = { text: 'stream', width: 320, height: 240, format: 'png' };
+  const toolPaths = (sent: Sent[]) => sent.filter((s) => s.path.startsWith('/tools/') && s.path !== '/tools/quote').map((s) => `${s.method} ${s.path.replace(/exe_\w+/, 'exe')}${s.prefer ? ` [${s.prefer}]` : ''}`);
+
+  it('run() on image.render follows the stream: done well under the 5 s a poll would take, every change seen', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const { fetch: f, sent } = recordingFetch();
+    const seen: Execution[] = [];
+    const started = Date.now();
+    // the default pollIntervalMs (5 s): only the stream can make this fast
+    const result = await client(p.secret, f, { pollIntervalMs: 5_000 }).run('image.render', render, { onProgress: (e) => seen.push(e) });
+    const ms = Date.now() - started;
+    expect(result.execution.status).toBe('succeeded');
+    expect(ms).toBeLessThan(2_500);
+    expect(toolPaths(sent)).toEqual(['POST /tools/image.render', 'GET /tools/executions/exe/events']);
+    expect(seen.at(-1)).toEqual(result.execution);
+    expect(seen.map((e) => e.status)).toContain('running');
+    const bytes = await result.artifacts[0]!.download();
+    expect(sha256(bytes)).toBe(result.artifacts[0]!.sha256);
+  });
+
+  it("strategy 'wait': Prefer: wait=30 on the submit (and on each GET), no stream", async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const { fetch: f, sent } = recordingFetch();
+    const started = Date.now();
+    const result = await client(p.secret, f, { pollIntervalMs: 5_000 }).run('test.sleep', { seconds: 0.3, steps: 2, costMicrosPerStep: 5 }, { strategy: 'wait' });
+    expect(result.execution).toMatchObject({ status: 'succeeded', chargedMicros: 10 });
+    expect(Date.now() - started).toBeLessThan(3_000);
+    const paths = toolPaths(sent);
+    expect(paths[0]).toBe('POST /tools/test.sleep [wait=30]');
+    expect(paths.slice(1).every((x) => x === 'GET /tools/executions/exe [wait=30]')).toBe(true);
+    expect(sent.find((s) => s.path.endsWith('/tools/test.sleep'))!.status).toBe(200); // ended within the submit's wait
+  });
+
+  it("strategy 'poll': plain GETs, the first after the 202's Retry-After (5 s); neither Prefer nor stream", async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const { fetch: f, sent } = recordingFetch();
+    const started = Date.now();
+    const result = await client(p.secret, f, { pollIntervalMs: 100 }).run('test.sleep', { seconds: 0.3, steps: 2, costMicrosPerStep: 5 }, { strategy: 'poll' });
+    expect(result.execution.status).toBe('succeeded');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(5_000);
+    const paths = toolPaths(sent);
+    expect(paths[0]).toBe('POST /tools/test.sleep');
+    expect(paths.length).toBeGreaterThanOrEqual(2);
+    expect(paths.slice(1).every((x) => x === 'GET /tools/executions/exe')).toBe(true);
+  });
+
+  it('events() resumes with Last-Event-ID on the gateway restarted under it, and ends after the terminal event', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    let g: RunningGateway | undefined = await startGateway(stack.config, stack.logger);
+    const port = g.port;
+    const stop = async () => {
+      const parts = g?.parts ?? [];
+      g = undefined;
+      for (const part of parts) await part.stop();
+    };
+    try {
+      const { fetch: f, sent } = recordingFetch();
+      const c = new TesClient({ apiKey: p.secret, baseUrl: `http://127.0.0.1:${port}`, fetch: f, retry: { baseDelayMs: 50 } });
+      const quote = await c.quote('test.sleep', { seconds: 0.6, steps: 4, costMicrosPerStep: 5 });
+      const { execution } = await client(p.secret).submit('test.sleep', { seconds: 0.6, steps: 4, costMicrosPerStep: 5 }, { ...quote, idempotencyKey: 'sdk-restart-0001' });
+      const stream = c.events(execution.id);
+      const seen: { id: string; status: string; completed: number }[] = [];
+      let restarted: Promise<void> | undefined;
+      for await (const e of stream) {
+        seen.push({ id: stream.lastEventId!, status: e.status, completed: e.progress.completedSteps });
+        // after the second event: stop the gateway (which ends the stream); 1.5 s later (the
+        // client's reconnects are refused meanwhile) start a new one on its port
+        if (seen.length === 2) {
+          restarted = stop().then(async () => {
+            await new Promise((r) => setTimeout(r, 1_500));
+            g = await startGateway({ ...stack.config, port }, stack.logger);
+          });
+        }
+      }
+      await restarted;
+      expect(seen.at(-1)).toMatchObject({ status: 'succeeded', completed: 4 });
+      const ids = seen.map((x) => Number(x.id));
+      expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b)); // in order, none twice
+      const opens = sent.filter((s) => s.path.endsWith('/events'));
+      expect(opens[0]).toMatchObject({ status: 200, lastEventId: undefined });
+      // refused while no gateway listened, then resumed from the last event seen
+      expect(opens.slice(1).map((s) => s.lastEventId)).toEqual(opens.slice(1).map(() => String(ids[1])));
+      expect(opens.slice(1, -1).every((s) => s.status === 'lost')).toBe(true);
+      expect(opens.length).toBeGreaterThan(2);
+      expect(opens.at(-1)!.status).toBe(200);
+      const final = await c.execution(execution.id);
+      expect(final.status).toBe('succeeded');
+      // resuming after the terminal event: the stream has nothing more to say, and ends
+      const again = c.events(execution.id, { lastEventId: String(ids.at(-1)) });
+      const after: Execution[] = [];
+      for await (const e of again) after.push(e);
+      expect(after.map((e) => e.status)).toEqual(['succeeded']);
+    } finally {
+      await stop();
+    }
+  }, 60_000);
 });
 
 describe('reads and typed errors', () => {

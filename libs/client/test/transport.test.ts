@@ -69,7 +69,7 @@ describe('resends', () => {
   it('a dropped connection and two 503s: the submit is resent with the same key and bytes until it is answered', async () => {
     script = [drop, error(503, 'UNAVAILABLE', 'service_unavailable'), error(502, 'UNAVAILABLE', 'service_unavailable'), json(202, { data: EXECUTION }, { 'Retry-After': '5' })];
     const result = await client().submit('test.sleep', { steps: 2 }, submitOptions);
-    expect(result).toEqual({ execution: EXECUTION, replayed: false, retryAfterSeconds: 5 });
+    expect(result).toEqual({ execution: EXECUTION, replayed: false, retryAfterSeconds: 5, preferenceApplied: false });
     expect(received).toHaveLength(4);
     expect(new Set(received.map((r) => r.idempotencyKey))).toEqual(new Set(['transport-0001']));
     expect(new Set(received.map((r) => r.body)).size).toBe(1);
@@ -129,13 +129,13 @@ describe('429', () => {
 });
 
 describe('run', () => {
-  it('polls no faster than the 202 Retry-After asks, even with a short pollIntervalMs', async () => {
+  it("strategy 'poll' polls no faster than the 202 Retry-After asks, even with a short pollIntervalMs", async () => {
     const quote = { tool: 'test.sleep', model: 'sleep', priceVersion: 'v1', currency: 'usd', minimumChargeMicros: 0, maximumChargeMicros: 10, unit: 'step', estimatedUnits: 2 };
     const done = { ...EXECUTION, status: 'succeeded', output: { artifacts: [] } };
     script = [json(200, { data: quote }), json(202, { data: EXECUTION }, { 'Retry-After': '1' }), json(200, { data: done })];
     const c = new TesClient({ apiKey: KEY, baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, pollIntervalMs: 10 });
     const started = Date.now();
-    const result = await c.run('test.sleep', { steps: 2 });
+    const result = await c.run('test.sleep', { steps: 2 }, { strategy: 'poll' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     expect(result.execution.status).toBe('succeeded');
     expect(received.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /tools/quote', 'POST /tools/test.sleep', `GET /tools/executions/${EXECUTION.id}`]);

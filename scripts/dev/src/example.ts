@@ -109,10 +109,15 @@ EXECUTION_ID=$(curl -sS -X POST "$TES_URL/tools/${EXAMPLE_TOOL}" ${auth} ${json}
   -H 'Idempotency-Key: ${o.idempotencyKey}' \\
   -d '${submitBody}' | tes_json data.id); echo "$EXECUTION_ID"
 
-# 4. poll until it is done (the API's Retry-After says 5 s; 1 s is fine locally)
+# 4. follow it as it happens: Server-Sent Events (-N prints each as it comes), one per
+#    change, each with an id: (Last-Event-ID resumes); the stream ends after the final one
+curl -sS -N "$TES_URL/tools/executions/$EXECUTION_ID/events" ${auth}
+#    … or wait for the end in one request (up to 60 s): 200 with Preference-Applied as soon
+#    as it ends (the same header on step 3's submit answers it with the result)
+curl -sS -i -w '\\n' "$TES_URL/tools/executions/$EXECUTION_ID" ${auth} -H 'Prefer: wait=30'
+#    … or poll (the API's Retry-After says 5 s; 1 s is fine locally)
 while :; do STATUS=$(curl -sS "$TES_URL/tools/executions/$EXECUTION_ID" ${auth} | tes_json data.status); echo "$STATUS"
   case "$STATUS" in queued|running|waiting) sleep 1 ;; *) break ;; esac; done
-curl -sS -w '\\n' "$TES_URL/tools/executions/$EXECUTION_ID" ${auth}
 
 # 5. a short-lived download URL for the PNG (no key in it), then the file
 ARTIFACT_ID=$(curl -sS "$TES_URL/tools/executions/$EXECUTION_ID" ${auth} | tes_json 'data.output.artifacts[0].id')

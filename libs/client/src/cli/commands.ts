@@ -4,11 +4,12 @@ import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { TesClient } from '../client';
 import { TesError } from '../errors';
+import { RUN_STRATEGIES, type RunStrategy } from '../follow';
 import type { RunArtifact } from '../run';
 import type { Artifact, Execution, ExecutionStatus, Quote } from '../types';
 import { FINAL_STATUSES } from '../types';
 import { parseArguments, parseFiles, parseIntegerOption, UsageError } from './args';
-import { ProgressBar, table, usd, type Output } from './format';
+import { ProgressView, table, usd, type Output } from './format';
 
 export interface Io {
   stdout: Output;
@@ -61,7 +62,7 @@ async function buildArguments(ctx: Context): Promise<Record<string, unknown>> {
 
 function describeQuote(q: Quote): string {
   return `${q.tool} (model ${q.model}): at most ${usd(q.maximumChargeMicros)} (${q.maximumChargeMicros} micros), ` +
-    `at least ${usd(q.minimumChargeMicros)}; ${q.estimatedUnits} ${q.unit}; price version ${q.priceVersion}\n`;
+    `at least ${usd(q.minimumChargeMicros)}; ${q.estimatedUnits} × ${q.unit} estimated; price version ${q.priceVersion}\n`;
 }
 
 export async function quoteCommand(ctx: Context): Promise<void> {
@@ -121,16 +122,29 @@ function describeExecution(e: Execution): string {
   return lines.join('\n') + '\n';
 }
 
+function strategyOption(ctx: Context): RunStrategy {
+  const value = str(ctx.values.strategy) ?? 'auto';
+  if (!(RUN_STRATEGIES as readonly string[]).includes(value)) throw new UsageError(`--strategy must be one of ${RUN_STRATEGIES.join(', ')}, got ${JSON.stringify(value)}`);
+  return value as RunStrategy;
+}
+
+/** Quote, confirm, run; progress on stderr from the event stream (none with --json: stdout is the document, stderr stays quiet). */
 export async function runCommand(ctx: Context): Promise<void> {
   const tool = ctx.positionals[0]!;
+  const strategy = strategyOption(ctx);
   const args = await buildArguments(ctx);
   const quote = await ctx.client.quote(tool, args, ctx.io.signal);
   ctx.io.stderr.write(describeQuote(quote));
   if (!(await confirm(ctx, quote))) throw new TesError('not_confirmed', 'not confirmed: nothing was submitted');
-  const bar = new ProgressBar(ctx.io.stderr);
+  const view = ctx.json ? undefined : new ProgressView(ctx.io.stderr);
   const result = await ctx.client
-    .run(tool, args, { quote, onProgress: (e) => bar.update(e), ...(ctx.io.signal ? { signal: ctx.io.signal } : {}) })
-    .finally(() => bar.done());
+    .run(tool, args, {
+      quote,
+      strategy,
+      ...(view ? { onProgress: (e: Execution) => view.update(e) } : {}),
+      ...(ctx.io.signal ? { signal: ctx.io.signal } : {}),
+    })
+    .finally(() => view?.done());
   const files = await saveArtifacts(ctx, result.artifacts);
   print(ctx, { execution: result.execution, files },
     describeExecution(result.execution) + files.map((f) => `saved ${f.path}\n`).join(''));

@@ -1,4 +1,4 @@
-import type { Execution } from '../types';
+import { isFinal, type Execution } from '../types';
 
 export interface Output {
   write(chunk: string): unknown;
@@ -21,33 +21,88 @@ export function table(header: readonly string[], rows: readonly (readonly string
   return [line(header), ...rows.map(line)].join('\n') + '\n';
 }
 
+const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+const BAR_WIDTH = 20;
+
+/** Elapsed time as "4.2s" under a minute, "3m05s" above. */
+export function elapsed(ms: number): string {
+  const s = Math.max(0, ms) / 1000;
+  if (s < 60) return `${s.toFixed(1)}s`;
+  return `${Math.floor(s / 60)}m${String(Math.floor(s % 60)).padStart(2, '0')}s`;
+}
+
+function bar(e: Execution, width: number): string {
+  const { completedSteps, totalSteps } = e.progress;
+  const filled = totalSteps > 0 ? Math.round((Math.min(completedSteps, totalSteps) / totalSteps) * width) : 0;
+  return `${'█'.repeat(filled)}${'░'.repeat(width - filled)}`;
+}
+
+/** The words of one update: status (and a pending cancel), steps done, the running step. */
+function describeProgress(e: Execution): { status: string; steps: string; step: string } {
+  const { completedSteps, totalSteps, currentStep } = e.progress;
+  const status = e.cancelRequested && e.status !== 'cancelled' ? `${e.status}, cancel requested` : e.status;
+  return { status, steps: `${completedSteps}/${totalSteps} steps`, step: currentStep ?? '' };
+}
+
 /**
- * Progress of an execution on stderr: a redrawn bar on a terminal, otherwise one line per
- * change, so logs of non-interactive runs stay readable. Never writes to stdout.
+ * Progress of an execution on stderr, never stdout. On a terminal: one line redrawn in place
+ * (spinner, status, a bar of completed steps, the running step, the time since start), cut to
+ * the terminal's width, because a line that wraps cannot be redrawn with \r. Otherwise one
+ * plain line per change, so logs of non-interactive runs stay readable and greppable.
  */
-export class ProgressBar {
-  private last = '';
-  private drawn = false;
+export class ProgressView {
+  private latest: Execution | undefined;
+  private lastLine = '';
+  private frame = 0;
+  private ticker: ReturnType<typeof setInterval> | undefined;
+  private readonly startedAt: number;
 
-  constructor(private readonly out: Output, private readonly width = 24) {}
-
-  update(e: Execution): void {
-    const { completedSteps, totalSteps, currentStep } = e.progress;
-    const filled = totalSteps > 0 ? Math.round((completedSteps / totalSteps) * this.width) : 0;
-    const bar = `[${'#'.repeat(filled)}${'.'.repeat(this.width - filled)}]`;
-    const text = `${bar} ${completedSteps}/${totalSteps} ${e.status}${currentStep ? ` (${currentStep})` : ''}`;
-    if (text === this.last) return;
-    this.last = text;
-    if (this.out.isTTY) {
-      this.out.write(`\r\x1b[2K${text}`);
-      this.drawn = true;
-    } else {
-      this.out.write(`${e.id} ${text}\n`);
-    }
+  constructor(
+    private readonly out: Output,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.startedAt = now();
   }
 
+  update(e: Execution): void {
+    this.latest = e;
+    if (!this.out.isTTY) {
+      const d = describeProgress(e);
+      const line = `${e.id}  ${d.status.padEnd(9)}  ${d.steps}${d.step ? `  ${d.step}` : ''}`;
+      if (line !== this.lastLine) this.out.write(`${line}  +${elapsed(this.now() - this.startedAt)}\n`);
+      this.lastLine = line;
+      return;
+    }
+    // The spinner and the clock move between updates too: a long step still looks alive.
+    this.ticker ??= setInterval(() => this.draw(), 100).unref();
+    this.draw();
+  }
+
+  /** The final state stays on the screen; the cursor goes to the next line. */
   done(): void {
-    if (this.drawn) this.out.write('\n');
-    this.drawn = false;
+    if (this.ticker === undefined) return;
+    clearInterval(this.ticker);
+    this.ticker = undefined;
+    this.draw(true);
+    this.out.write('\n');
+  }
+
+  private draw(final = false): void {
+    const e = this.latest;
+    if (!e) return;
+    const d = describeProgress(e);
+    // done() before a final status: the caller stopped waiting (Ctrl-C), which is no failure.
+    const mark = !final ? (SPINNER[this.frame++ % SPINNER.length] ?? '') : e.status === 'succeeded' ? '✔' : isFinal(e.status) ? '✘' : '·';
+    // No id here: it takes a third of the line, and the summary printed next names it.
+    const head = `${mark} ${d.status.padEnd(9)}`;
+    const time = elapsed(this.now() - this.startedAt).padEnd(5);
+    // A narrow terminal shrinks the bar, then drops it; the step's name, last, is what gets
+    // cut. The bar's width ignores that name, so it does not jump when a step starts or ends.
+    // Every character here is one UTF-16 unit and one column wide (step names are ASCII), so
+    // lengths are widths.
+    const width = Math.max(20, (this.out.columns ?? 80) - 1);
+    const barWidth = Math.min(BAR_WIDTH, width - head.length - d.steps.length - time.length - 6);
+    const text = `${head}  ${barWidth >= 6 ? `${bar(e, barWidth)}  ` : ''}${d.steps}  ${time}${d.step ? `  ${d.step}` : ''}`.trimEnd();
+    this.out.write(`\r\x1b[2K${text.slice(0, width)}`);
   }
 }

@@ -26,9 +26,10 @@ const COMMANDS: Record<string, Command> = {
     options: ARG, positionals: ['tool'], run: commands.quoteCommand,
   },
   run: {
-    usage: 'tes run <tool> [--arg k=v ...] [--file field=path ...] [--yes] [--out dir] [--json]',
+    usage: 'tes run <tool> [--arg k=v ...] [--file field=path ...] [--yes] [--out dir] [--strategy auto|stream|wait|poll] [--json]',
     summary: 'upload files, quote, confirm, run with progress, download the artifacts into --out (default .)',
-    options: { ...ARG, yes: { type: 'boolean', short: 'y' }, out: { type: 'string' } }, positionals: ['tool'], run: commands.runCommand,
+    options: { ...ARG, yes: { type: 'boolean', short: 'y' }, out: { type: 'string' }, strategy: { type: 'string' } },
+    positionals: ['tool'], run: commands.runCommand,
   },
   executions: {
     usage: 'tes executions [--status s] [--tool t] [--limit n] [--before exe_…] [--json]',
