@@ -58,7 +58,7 @@ export class NotificationListener {
     client.on('end', () => onLost());
     client.on('notification', (n) => {
       const handler = Object.hasOwn(this.o.channels, n.channel) ? this.o.channels[n.channel] : undefined;
-      if (handler && n.payload) handler(n.payload);
+      if (handler) handler(n.payload ?? '');
     });
     try {
       await client.connect();

@@ -13,6 +13,9 @@ import { iso } from './time';
 export const WEBHOOK_EVENTS = ['execution.succeeded', 'execution.failed', 'execution.cancelled', 'execution.needs_review'] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
+/** Notified (empty payload) when deliveries were written: a relay looks for due ones at once. */
+export const WEBHOOK_DELIVERIES_CHANNEL = 'tes_webhook_deliveries';
+
 /** The channel the triggers notify with an execution id when a visible field of it changed. */
 export const EXECUTION_CHANGES_CHANNEL = 'tes_execution_changes';
 

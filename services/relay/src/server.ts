@@ -57,6 +57,7 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
     concurrency: config.webhookConcurrency,
     timeoutMs: config.webhookTimeoutMs,
     retryDelaysMs: config.webhookRetryDelaysMs,
+    databaseUrl: config.databaseUrl,
   });
   webhooks.start();
   started.add('webhooks', () => webhooks.stop());

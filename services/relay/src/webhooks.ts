@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Knex } from 'knex';
 import { canonicalJson } from '@tes/core';
 import {
@@ -5,8 +6,10 @@ import {
   fixDeliveryPayload,
   getExecutionById,
   getSteps,
+  NotificationListener,
   publicExecution,
   recordDeliveryAttempt,
+  WEBHOOK_DELIVERIES_CHANNEL,
   type DueDelivery,
 } from '@tes/db';
 import type { Logger, Metrics } from '@tes/observability';
@@ -24,6 +27,11 @@ export interface WebhookDelivererOptions {
   retryDelaysMs: readonly number[];
   /** How often due deliveries are looked for while none arrive (default 250 ms). */
   pollMs?: number;
+  /**
+   * When given, a LISTEN connection on tes_webhook_deliveries wakes the deliverer as soon as an
+   * ended execution's deliveries commit (else they wait for the next poll).
+   */
+  databaseUrl?: string;
 }
 
 /**
@@ -43,9 +51,37 @@ export class WebhookDeliverer {
   private readonly perEndpoint = new Map<string, number>();
   private readonly abort = new AbortController();
 
-  constructor(private readonly o: WebhookDelivererOptions) {}
+  private readonly listener: NotificationListener | undefined;
+  private wakeAgain = false;
+
+  constructor(private readonly o: WebhookDelivererOptions) {
+    // every attempt in flight listens on the one shutdown signal
+    setMaxListeners(o.concurrency + 10, this.abort.signal);
+    this.listener = o.databaseUrl
+      ? new NotificationListener({
+          url: o.databaseUrl,
+          applicationName: 'tes-webhooks',
+          channels: { [WEBHOOK_DELIVERIES_CHANNEL]: () => this.wake() },
+          // a notification missed while disconnected is found by the polls
+          onListening: () => this.wake(),
+          onError: (err) => o.logger.warn('relay.webhook.listen_error', { err: err.message }),
+        })
+      : undefined;
+  }
 
   start(): void {
+    this.schedule(0);
+    void this.listener?.start();
+  }
+
+  /** Polls now: at once if idle, else right after the poll under way. */
+  private wake(): void {
+    if (this.stopped) return;
+    if (this.polling) {
+      this.wakeAgain = true;
+      return;
+    }
+    if (this.timer) clearTimeout(this.timer);
     this.schedule(0);
   }
 
@@ -83,9 +119,16 @@ export class WebhookDeliverer {
   private schedule(ms: number): void {
     if (this.stopped) return;
     this.timer = setTimeout(() => {
+      this.timer = undefined;
       this.polling = this.poll()
-        .then((n) => this.schedule(n > 0 ? 0 : (this.o.pollMs ?? 250)))
+        .then((n) => {
+          this.polling = undefined;
+          const again = this.wakeAgain;
+          this.wakeAgain = false;
+          this.schedule(n > 0 || again ? 0 : (this.o.pollMs ?? 250));
+        })
         .catch((err: unknown) => {
+          this.polling = undefined;
           this.o.logger.warn('relay.webhook.poll_failed', { err: (err as Error).message });
           this.schedule(Math.max(1_000, this.o.pollMs ?? 250));
         });
@@ -153,6 +196,7 @@ export class WebhookDeliverer {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    await this.listener?.stop();
     await this.polling?.catch(() => undefined);
     this.abort.abort(new Error('relay shutting down'));
     await this.idle();

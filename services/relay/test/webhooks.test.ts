@@ -133,3 +133,26 @@ it('gives up after the retry schedule and says why; loopback is refused unless a
     await rx.close();
   }
 });
+
+it('with a LISTEN connection, a delivery goes out as its execution ends, not at the next poll', async () => {
+  const p = await seedProject(db, { creditMicros: 10_000 });
+  const rx = await receiver(() => 204);
+  await createWebhookEndpoint(db, { projectId: p.projectId, url: rx.url });
+  const d = new WebhookDeliverer({
+    db, http: new GuardedHttp({ allowPrivateNetworks: true }), logger: createNullLogger(), metrics: createMetrics('relay', false),
+    concurrency: 4, timeoutMs: 2_000, retryDelaysMs: [50], pollMs: 60_000, databaseUrl: database.url,
+  });
+  d.start();
+  try {
+    await new Promise((r) => setTimeout(r, 300)); // the first poll and the LISTEN are done
+    const ended = Date.now();
+    const id = await endedExecution(p.projectId, p.keyId, 'succeeded');
+    await until('delivery', async () => (await listWebhookDeliveries(db, id))[0]?.status === 'delivered', 5_000);
+    // a minute's poll would not have found it yet
+    expect(Date.now() - ended).toBeLessThan(3_000);
+    expect(rx.got).toHaveLength(1);
+  } finally {
+    await d.stop();
+    await rx.close();
+  }
+});

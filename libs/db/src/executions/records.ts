@@ -220,6 +220,20 @@ export async function getExecutionWithSteps(db: Knex, projectId: string, id: str
   return { execution: toExecution(row), steps: row.steps.map(toStep), version: Number(row.version) };
 }
 
+/**
+ * The current version of each of these executions (see ExecutionView.version), in one
+ * statement: how a watcher finds, cheaply, which of many executions changed.
+ */
+export async function getExecutionVersions(db: Knex, ids: readonly string[]): Promise<Map<string, number>> {
+  if (ids.length === 0) return new Map();
+  const res = await db.raw<{ rows: { id: string; version: string }[] }>(
+    `SELECT e.id, GREATEST(e.change_seq, coalesce((SELECT max(s.change_seq) FROM execution_steps s WHERE s.execution_id = e.id), 0)) AS version
+       FROM executions e WHERE e.id = ANY(:ids::text[])`,
+    { ids: [...ids] },
+  );
+  return new Map(res.rows.map((r) => [r.id, Number(r.version)]));
+}
+
 /** Worker-side read by id alone (messages carry both ids; the worker checks they agree). */
 export async function getExecutionById(db: Knex, id: string): Promise<ExecutionRecord | null> {
   const row = await db<ExecutionRow>('executions').select(EXECUTION_COLUMNS).where({ id }).first();

@@ -12,6 +12,7 @@ import * as m10 from './20261123000010_database_truth';
 import * as m11 from './20261123000011_submit_guard';
 import * as m12 from './20261123000012_backfill_execution_files';
 import * as m13 from './20261123000013_execution_changes';
+import * as m14 from './20261123000014_webhook_wakeup';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -28,4 +29,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261123000011_submit_guard', m11],
   ['20261123000012_backfill_execution_files', m12],
   ['20261123000013_execution_changes', m13],
+  ['20261123000014_webhook_wakeup', m14],
 ];

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { isTerminal } from '@tes/core';
-import { EXECUTION_CHANGES_CHANNEL, getExecutionWithSteps, NotificationListener, type ExecutionView } from '@tes/db';
+import { EXECUTION_CHANGES_CHANNEL, getExecutionVersions, getExecutionWithSteps, NotificationListener, type ExecutionView } from '@tes/db';
 import type { Logger } from '@tes/observability';
 
 type Watcher = (view: ExecutionView) => void;
@@ -11,7 +11,12 @@ interface Watched {
   /** A read is under way; `again` asks for one more after it (a change landed meanwhile). */
   reading: boolean;
   again: boolean;
+  /** The version of the last view handed to the watchers (-1: none yet). */
+  version: number;
 }
+
+/** Executions whose versions one re-sync query checks. */
+const RESYNC_BATCH = 500;
 
 export interface ChangeHubOptions {
   db: Knex;
@@ -28,8 +33,10 @@ export interface ChangeHubOptions {
  * connection of its own and, for an id someone here watches, reads the execution once and hands
  * the view to every watcher. No waiting request holds a pooled connection.
  *
- * Notifications are lost while the LISTEN connection is down; when it is back every watched
- * execution is read again, and, belt and braces, every `resyncMs`.
+ * Notifications are lost while the LISTEN connection is down; when it is back, and, belt and
+ * braces, every `resyncMs`, the versions of every watched execution are read (one statement per
+ * 500) and only those that changed are read in full: a re-sync of thousands of streams is a few
+ * small queries, not a burst of full reads that would delay the changes arriving meanwhile.
  */
 export class ChangeHub {
   private readonly watched = new Map<string, Watched>();
@@ -48,12 +55,12 @@ export class ChangeHub {
       applicationName: 'tes-execution-changes',
       channels: { [EXECUTION_CHANGES_CHANNEL]: (id) => this.changed(id) },
       onListening: (listening) => {
-        if (listening) this.readAll();
+        if (listening) void this.resyncAll();
         else o.logger.warn('gateway.push.listen_lost', { watched: this.watched.size });
       },
       onError: (err) => o.logger.warn('gateway.push.listen_error', { err: err.message }),
     });
-    this.resync = setInterval(() => this.readAll(), o.resyncMs ?? 15_000);
+    this.resync = setInterval(() => void this.resyncAll(), o.resyncMs ?? 15_000);
     this.resync.unref();
   }
 
@@ -65,7 +72,7 @@ export class ChangeHub {
   watch(projectId: string, id: string, watcher: Watcher): () => void {
     let w = this.watched.get(id);
     if (!w) {
-      w = { projectId, watchers: new Set(), reading: false, again: false };
+      w = { projectId, watchers: new Set(), reading: false, again: false, version: -1 };
       this.watched.set(id, w);
     }
     w.watchers.add(watcher);
@@ -119,9 +126,28 @@ export class ChangeHub {
     if (this.watched.has(id)) this.read(id);
   }
 
-  private readAll(): void {
-    for (const id of this.watched.keys()) this.read(id);
+  private resyncing = false;
+
+  /** Reads the versions of everything watched and reads in full what changed since it was last handed out. */
+  private async resyncAll(): Promise<void> {
+    if (this.resyncing || this.stopped) return;
+    this.resyncing = true;
+    try {
+      const ids = [...this.watched.keys()];
+      for (let i = 0; i < ids.length && !this.stopped; i += RESYNC_BATCH) {
+        const versions = await getExecutionVersions(this.o.db, ids.slice(i, i + RESYNC_BATCH));
+        for (const [id, version] of versions) {
+          const w = this.watched.get(id);
+          if (w && version > w.version) this.read(id);
+        }
+      }
+    } catch (err) {
+      this.o.logger.warn('gateway.push.resync_failed', { err: (err as Error).message });
+    } finally {
+      this.resyncing = false;
+    }
   }
+
 
   /**
    * Reads a watched execution now and hands it to its watchers. A new watcher calls it once: a
@@ -143,7 +169,9 @@ export class ChangeHub {
     w.reading = true;
     getExecutionWithSteps(this.o.db, w.projectId, id)
       .then((view) => {
-        if (view) for (const watcher of [...w.watchers]) watcher(view);
+        if (!view) return;
+        w.version = Math.max(w.version, view.version);
+        for (const watcher of [...w.watchers]) watcher(view);
       })
       .catch((err: unknown) => this.o.logger.warn('gateway.push.read_failed', { executionId: id, err: (err as Error).message }))
       .finally(() => {
