@@ -53,7 +53,9 @@ interface Job {
 }
 
 export async function startFakeProviders(): Promise<FakeProviders> {
-  const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3366cc' } }).png().toBuffer();
+  const png = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#3366cc' } })
+    .png()
+    .toBuffer();
   const mp4 = await ffmpegMake(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=5', '-c:v', 'libx264', '-pix_fmt', 'yuv420p'], 'g.mp4');
   const wav = await ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=300:duration=1.5', '-ac', '1', '-ar', '24000'], 's.wav');
   const jobs = new Map<string, Job>();
@@ -84,12 +86,12 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       req.socket.destroy();
       return null;
     }
-    if (tag(prompt, '500')) return send(res, 500, { detail: 'internal error' }), null;
-    if (tag(prompt, 'reject')) return send(res, 422, { detail: 'invalid input' }), null;
+    if (tag(prompt, '500')) return (send(res, 500, { detail: 'internal error' }), null);
+    if (tag(prompt, 'reject')) return (send(res, 422, { detail: 'invalid input' }), null);
     if (tag(prompt, '429once') && !seen429.has(prompt)) {
       seen429.add(prompt);
       res.setHeader('Retry-After', '0');
-      return send(res, 429, { detail: 'rate limited' }), null;
+      return (send(res, 429, { detail: 'rate limited' }), null);
     }
     const id = `job${++seq}`;
     jobs.set(id, { id, prompt, polls: 0, count: tag(prompt, 'empty') ? 0 : count, kind, outageFrom: {} });
@@ -195,7 +197,12 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         // the model's error, replayed by fal's server for a completed request
         if (tag(job.prompt, 'fail')) return send(res, 500, { detail: 'generation failed' }, fal);
         if (job.kind === 'video') return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4' } }, fal);
-        return send(res, 200, { images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })), seed: 1 }, fal);
+        return send(
+          res,
+          200,
+          { images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })), seed: 1 },
+          fal,
+        );
       }
     }
     // OpenAI
@@ -203,7 +210,9 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       if (req.headers.authorization !== 'Bearer test-openai') return send(res, 401, { error: { message: 'Incorrect API key' } });
       const id = create(res, req, String(body?.prompt), Number(body?.n ?? 1), 'image');
       if (!id) return;
-      const data = tag(String(body?.prompt), 'badfile') ? [{ b64_json: Buffer.from('nope').toString('base64') }] : Array.from({ length: Number(body?.n ?? 1) }, () => ({ b64_json: png.toString('base64') }));
+      const data = tag(String(body?.prompt), 'badfile')
+        ? [{ b64_json: Buffer.from('nope').toString('base64') }]
+        : Array.from({ length: Number(body?.n ?? 1) }, () => ({ b64_json: png.toString('base64') }));
       return send(res, 200, { created: 1, data, usage: { total_tokens: 100 } });
     }
     if (req.method === 'POST' && path === '/openai/v1/audio/speech') {
@@ -229,8 +238,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       OPENAI_BASE_URL: `${base}/openai/v1`,
     },
     requests,
-    creates: (provider) =>
-      requests.filter((r) => r.method === 'POST' && r.path.startsWith(`/${provider}/`)),
+    creates: (provider) => requests.filter((r) => r.method === 'POST' && r.path.startsWith(`/${provider}/`)),
     stop: () =>
       new Promise<void>((r) => {
         server.closeAllConnections();

@@ -24,7 +24,23 @@ export const makeMedia = {
   mp3: (seconds = 2) => ffmpegMake(['-f', 'lavfi', '-i', `sine=frequency=330:duration=${seconds}`, '-c:a', 'libmp3lame', '-b:a', '64k'], 'a.mp3'),
   mp4: (seconds = 2, size = '320x240') =>
     ffmpegMake(
-      ['-f', 'lavfi', '-i', `testsrc=size=${size}:rate=25:duration=${seconds}`, '-f', 'lavfi', '-i', `sine=frequency=220:duration=${seconds}`, '-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-c:a', 'aac', '-shortest'],
+      [
+        '-f',
+        'lavfi',
+        '-i',
+        `testsrc=size=${size}:rate=25:duration=${seconds}`,
+        '-f',
+        'lavfi',
+        '-i',
+        `sine=frequency=220:duration=${seconds}`,
+        '-c:v',
+        'libx264',
+        '-pix_fmt',
+        'yuv420p',
+        '-c:a',
+        'aac',
+        '-shortest',
+      ],
       'v.mp4',
     ),
   png: (size = '320x200') => ffmpegMake(['-f', 'lavfi', '-i', `testsrc=size=${size}:duration=1`, '-frames:v', '1'], 'i.png'),
@@ -50,7 +66,11 @@ export async function probeBytes(bytes: Buffer, ext: string): Promise<Probe> {
 }
 
 export async function upload(stack: TestStack, secret: string, mimeType: string, bytes: Buffer): Promise<string> {
-  const res = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType, data: bytes.toString('base64') });
+  const res = await stack
+    .http()
+    .post('/tools/upload')
+    .set(bearer(secret))
+    .send({ mimeType, data: bytes.toString('base64') });
   if (res.status !== 200) throw new Error(`upload failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body.data.id;
 }

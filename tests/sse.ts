@@ -28,10 +28,11 @@ export async function openEvents(url: string, headers: Record<string, string>): 
   const comments: string[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   const wake = () => {
-    for (const w of [...waiters]) if (events.length >= w.n) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve();
-    }
+    for (const w of [...waiters])
+      if (events.length >= w.n) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve();
+      }
   };
   const ended = (async () => {
     if (!res.body || res.status !== 200) return;

@@ -9,7 +9,17 @@ import { AmqpClient, deleteTopology, topologyNames } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createLogger, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
-import { CaptureTransport, loadOpenApi, OpenApiValidator, createTestDatabase, seedProject, startEmbeddedS3, type SeededProject, type TestDatabase, type EmbeddedS3 } from '@tes/testing';
+import {
+  CaptureTransport,
+  loadOpenApi,
+  OpenApiValidator,
+  createTestDatabase,
+  seedProject,
+  startEmbeddedS3,
+  type SeededProject,
+  type TestDatabase,
+  type EmbeddedS3,
+} from '@tes/testing';
 import { Catalog } from '@tes/catalog';
 import { startGateway } from '../services/gateway/src/server';
 import { startWorker, type RunningWorker } from '../services/worker/src/server';

@@ -65,7 +65,8 @@ test('start order: services wait for healthy dependencies, the bucket and a fini
       const target = services[dep];
       if (!target) problems.push(`${name} depends on missing ${dep}`);
       else if (cond.condition === 'service_healthy' && !target.healthcheck) problems.push(`${name} waits for ${dep} to be healthy, but it has no health check`);
-      else if (cond.condition === 'service_completed_successfully' && target.restart !== 'no') problems.push(`${name} waits for ${dep} to complete, but it restarts`);
+      else if (cond.condition === 'service_completed_successfully' && target.restart !== 'no')
+        problems.push(`${name} waits for ${dep} to complete, but it restarts`);
       else if (!['service_healthy', 'service_completed_successfully'].includes(cond.condition)) problems.push(`${name} -> ${dep}: condition ${cond.condition}`);
     }
   }
@@ -96,7 +97,13 @@ test('the environment points at the compose services with the credentials they w
   const config = loadConfig(env);
   const pg = envOf(services.postgres!);
   const db = new URL(config.databaseUrl);
-  expect([db.hostname, db.port, db.username, db.password, db.pathname]).toEqual(['postgres', '5432', pg.POSTGRES_USER, pg.POSTGRES_PASSWORD, `/${pg.POSTGRES_DB}`]);
+  expect([db.hostname, db.port, db.username, db.password, db.pathname]).toEqual([
+    'postgres',
+    '5432',
+    pg.POSTGRES_USER,
+    pg.POSTGRES_PASSWORD,
+    `/${pg.POSTGRES_DB}`,
+  ]);
   const mq = envOf(services.rabbitmq!);
   const amqp = new URL(config.amqpUrl);
   expect([amqp.hostname, amqp.port || '5672', amqp.username, amqp.password]).toEqual(['rabbitmq', '5672', mq.RABBITMQ_DEFAULT_USER, mq.RABBITMQ_DEFAULT_PASS]);

@@ -23,7 +23,15 @@ export function contractVariables(): Set<string> {
 }
 
 /** Credentials: these come from a Secret only, never from a ConfigMap or a literal. */
-export const SECRET_VARIABLES = new Set(['DATABASE_URL', 'AMQP_URL', 'S3_ACCESS_KEY_ID', 'S3_SECRET_ACCESS_KEY', 'REPLICATE_API_TOKEN', 'OPENAI_API_KEY', 'FAL_KEY']);
+export const SECRET_VARIABLES = new Set([
+  'DATABASE_URL',
+  'AMQP_URL',
+  'S3_ACCESS_KEY_ID',
+  'S3_SECRET_ACCESS_KEY',
+  'REPLICATE_API_TOKEN',
+  'OPENAI_API_KEY',
+  'FAL_KEY',
+]);
 /** Provider credentials may be absent (their models are then unavailable). */
 export const OPTIONAL_SECRETS = new Set(['REPLICATE_API_TOKEN', 'OPENAI_API_KEY', 'FAL_KEY']);
 /** Secret keys read by something other than our processes (KEDA's TriggerAuthentication). */

@@ -25,9 +25,9 @@ const readPkg = (dir: string): Pkg => JSON.parse(readFileSync(path.join(REPO, di
 
 /** Workspace folders of the root package.json, globs expanded. */
 function workspaces(): string[] {
-  return (readPkg('.').workspaces ?? []).flatMap((w) =>
-    w.endsWith('/*') ? readdirSync(path.join(REPO, w.slice(0, -2))).map((d) => `${w.slice(0, -2)}/${d}`) : [w],
-  ).filter((d) => existsSync(path.join(REPO, d, 'package.json')));
+  return (readPkg('.').workspaces ?? [])
+    .flatMap((w) => (w.endsWith('/*') ? readdirSync(path.join(REPO, w.slice(0, -2))).map((d) => `${w.slice(0, -2)}/${d}`) : [w]))
+    .filter((d) => existsSync(path.join(REPO, d, 'package.json')));
 }
 
 /** The @tes/* workspaces a service needs at run time, itself included. */
@@ -78,7 +78,9 @@ test.each(SERVICES)('%s: multi-stage, non-root, runs its compiled main.js', (ser
   expect(e.command).toContain(main);
   expect(e.command[e.command.indexOf(main) - 1]).toBe('node');
   // dist/main.js is what `tsc -b` makes of src/main.ts: rootDir src, outDir dist
-  const tsconfig = JSON.parse(readFileSync(path.join(REPO, `services/${service}/tsconfig.json`), 'utf8')) as { compilerOptions: { rootDir: string; outDir: string } };
+  const tsconfig = JSON.parse(readFileSync(path.join(REPO, `services/${service}/tsconfig.json`), 'utf8')) as {
+    compilerOptions: { rootDir: string; outDir: string };
+  };
   expect(tsconfig.compilerOptions).toMatchObject({ rootDir: 'src', outDir: 'dist' });
   expect(existsSync(path.join(REPO, `services/${service}/src/main.ts`))).toBe(true);
   expect(readFileSync(path.join(REPO, 'tsconfig.json'), 'utf8')).toContain(`services/${service}`);
@@ -102,7 +104,9 @@ test.each(SERVICES)('%s: the image holds the dist and package.json of every work
 });
 
 test('the worker image installs ffmpeg, espeak-ng and the font, without recommends, lists removed', () => {
-  const runs = effective(df, 'worker').body.filter((i) => i.op === 'RUN').map((i) => i.args);
+  const runs = effective(df, 'worker')
+    .body.filter((i) => i.op === 'RUN')
+    .map((i) => i.args);
   const apt = runs.find((r) => r.includes('apt-get install'));
   expect(apt).toBeDefined();
   for (const pkg of ['ffmpeg', 'espeak-ng', 'fonts-dejavu-core', '--no-install-recommends', 'rm -rf /var/lib/apt/lists']) expect(apt).toContain(pkg);
@@ -136,12 +140,25 @@ test('no credential in a layer; .dockerignore keeps local builds, installs and s
       expect(i.args.split(/[\s=]/)[0]).not.toMatch(LOOKS_SECRET);
     }
   }
-  const ignore = readFileSync(path.join(REPO, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+  const ignore = readFileSync(path.join(REPO, '.dockerignore'), 'utf8')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('#'));
   for (const p of ['**/node_modules', '**/dist', '.env', '**/secrets.env', '.git']) expect(ignore).toContain(p);
   // nothing the build copies from the context may be ignored
-  const toRegex = (p: string) => new RegExp(`^${p.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*\//g, '(.*/)?').replace(/\*/g, '[^/]*')}(/.*)?$`);
+  const toRegex = (p: string) =>
+    new RegExp(
+      `^${p
+        .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+        .replace(/\*\*\//g, '(.*/)?')
+        .replace(/\*/g, '[^/]*')}(/.*)?$`,
+    );
   const patterns = ignore.map(toRegex);
-  const fromContext = df.stages.flatMap((s) => copies(s.body).filter((c) => c.from === undefined).flatMap((c) => c.sources));
+  const fromContext = df.stages.flatMap((s) =>
+    copies(s.body)
+      .filter((c) => c.from === undefined)
+      .flatMap((c) => c.sources),
+  );
   expect(fromContext.length).toBeGreaterThan(5);
   for (const src of fromContext) {
     expect(patterns.filter((re) => re.test(src)).map(String)).toEqual([]);

@@ -25,7 +25,8 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
     for (const d of deployments) {
       if (!selects(d.spec.selector?.matchLabels, podLabels(d))) problems.push(`${d.metadata.name}: selector does not match its pod labels`);
       for (const other of deployments) {
-        if (other !== d && selects(d.spec.selector?.matchLabels, podLabels(other))) problems.push(`${d.metadata.name}: selector also matches ${other.metadata.name}'s pods`);
+        if (other !== d && selects(d.spec.selector?.matchLabels, podLabels(other)))
+          problems.push(`${d.metadata.name}: selector also matches ${other.metadata.name}'s pods`);
       }
     }
     expect(problems).toEqual([]);
@@ -39,7 +40,8 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
       if (targets.length !== 1) problems.push(`Service ${s.metadata.name} selects ${targets.length} Deployments`);
       for (const d of targets) {
         for (const p of s.spec.ports) {
-          if (resolvePort(d.spec.template.spec.containers, p.targetPort) === undefined) problems.push(`Service ${s.metadata.name}: targetPort ${p.targetPort} is not a port of ${d.metadata.name}`);
+          if (resolvePort(d.spec.template.spec.containers, p.targetPort) === undefined)
+            problems.push(`Service ${s.metadata.name}: targetPort ${p.targetPort} is not a port of ${d.metadata.name}`);
         }
       }
     }
@@ -70,7 +72,11 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
       for (const c of d.spec.template.spec.containers) {
         const cfg = config(d, c);
         const where = `${d.metadata.name}/${c.name}`;
-        const probes: [string, string][] = [['livenessProbe', '/healthz'], ['readinessProbe', '/readyz'], ['startupProbe', '/healthz']];
+        const probes: [string, string][] = [
+          ['livenessProbe', '/healthz'],
+          ['readinessProbe', '/readyz'],
+          ['startupProbe', '/healthz'],
+        ];
         for (const [kind, pathWanted] of probes) {
           const probe = c[kind];
           if (!probe) {
@@ -127,12 +133,14 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
         continue;
       }
       const so = scalers[0]!;
-      if (so.spec.scaleTargetRef.kind !== undefined && so.spec.scaleTargetRef.kind !== 'Deployment') problems.push(`${so.metadata.name}: target kind ${so.spec.scaleTargetRef.kind}`);
+      if (so.spec.scaleTargetRef.kind !== undefined && so.spec.scaleTargetRef.kind !== 'Deployment')
+        problems.push(`${so.metadata.name}: target kind ${so.spec.scaleTargetRef.kind}`);
       for (const t of so.spec.triggers) {
         const queue = topologyNames(cfg.amqpPrefix).queueFor(category);
         if (t.type !== 'rabbitmq') problems.push(`${so.metadata.name}: trigger type ${t.type}`);
         if (t.metadata.queueName !== queue) problems.push(`${so.metadata.name}: watches ${t.metadata.queueName}, the worker consumes ${queue}`);
-        if (t.metadata.mode !== 'QueueLength' || t.metadata.protocol !== 'http') problems.push(`${so.metadata.name}: expected mode QueueLength over protocol http`);
+        if (t.metadata.mode !== 'QueueLength' || t.metadata.protocol !== 'http')
+          problems.push(`${so.metadata.name}: expected mode QueueLength over protocol http`);
         if (!/^\d+$/.test(t.metadata.value) || Number(t.metadata.value) < cfg.workerConcurrency) {
           problems.push(`${so.metadata.name}: target ${t.metadata.value} per replica is below WORKER_CONCURRENCY ${cfg.workerConcurrency}`);
         }
@@ -143,7 +151,8 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
           if (!secret || !(ref.key in secret.data)) problems.push(`TriggerAuthentication ${auth!.metadata.name}: Secret ${ref.name} has no key ${ref.key}`);
         }
       }
-      if (so.spec.minReplicaCount < 1 || so.spec.maxReplicaCount < so.spec.minReplicaCount) problems.push(`${so.metadata.name}: replica bounds ${so.spec.minReplicaCount}..${so.spec.maxReplicaCount}`);
+      if (so.spec.minReplicaCount < 1 || so.spec.maxReplicaCount < so.spec.minReplicaCount)
+        problems.push(`${so.metadata.name}: replica bounds ${so.spec.minReplicaCount}..${so.spec.maxReplicaCount}`);
     }
     const cfg0 = config(workers[0]!, workers[0]!.spec.template.spec.containers[0]);
     const catalog = new Catalog({ enableTestTools: cfg0.enableTestTools, providers: { replicate: true, fal: true, openai: true } });
@@ -216,7 +225,8 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
         }
         for (const m of c.volumeMounts ?? []) if (!volumes.has(m.name)) problems.push(`${owner.metadata.name}/${c.name}: mounts undeclared volume ${m.name}`);
         const long = owner.kind === 'Deployment';
-        if (long && !(c.volumeMounts ?? []).some((m: { mountPath: string }) => m.mountPath === '/tmp')) problems.push(`${owner.metadata.name}/${c.name}: no writable /tmp`);
+        if (long && !(c.volumeMounts ?? []).some((m: { mountPath: string }) => m.mountPath === '/tmp'))
+          problems.push(`${owner.metadata.name}/${c.name}: no writable /tmp`);
       }
     }
     expect(problems).toEqual([]);

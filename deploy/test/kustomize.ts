@@ -14,7 +14,12 @@ import { parseAllDocuments } from 'yaml';
 
 export const REPO = path.resolve(__dirname, '../..');
 
-export interface Obj { apiVersion: string; kind: string; metadata: Meta; [k: string]: any }
+export interface Obj {
+  apiVersion: string;
+  kind: string;
+  metadata: Meta;
+  [k: string]: any;
+}
 export interface Meta {
   name: string;
   namespace?: string;
@@ -36,7 +41,17 @@ export interface Tree {
   files: Set<string>;
 }
 
-const KUSTOMIZATION_KEYS = new Set(['apiVersion', 'kind', 'resources', 'components', 'configMapGenerator', 'secretGenerator', 'configurations', 'namespace', 'images']);
+const KUSTOMIZATION_KEYS = new Set([
+  'apiVersion',
+  'kind',
+  'resources',
+  'components',
+  'configMapGenerator',
+  'secretGenerator',
+  'configurations',
+  'namespace',
+  'images',
+]);
 const GENERATOR_KEYS = new Set(['name', 'envs', 'files', 'literals', 'behavior', 'options']);
 const OPTION_KEYS = new Set(['labels', 'annotations', 'disableNameSuffixHash']);
 

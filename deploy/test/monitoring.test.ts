@@ -26,9 +26,19 @@ beforeAll(() => {
 
 test('the metric catalog read from libs/observability holds the metrics this deployment relies on', () => {
   const wanted = [
-    'tes_http_request_duration_seconds', 'tes_executions_total', 'tes_execution_duration_seconds', 'tes_settlement_duration_seconds',
-    'tes_lease_expiries_total', 'tes_outbox_published_total', 'tes_outbox_lag_seconds', 'tes_reserved_micros_outstanding',
-    'tes_needs_review_executions', 'tes_queue_depth', 'tes_queue_consumers', 'tes_ledger_audit_ok', 'tes_settled_micros_total',
+    'tes_http_request_duration_seconds',
+    'tes_executions_total',
+    'tes_execution_duration_seconds',
+    'tes_settlement_duration_seconds',
+    'tes_lease_expiries_total',
+    'tes_outbox_published_total',
+    'tes_outbox_lag_seconds',
+    'tes_reserved_micros_outstanding',
+    'tes_needs_review_executions',
+    'tes_queue_depth',
+    'tes_queue_consumers',
+    'tes_ledger_audit_ok',
+    'tes_settled_micros_total',
     'tes_execution_failures_total',
   ];
   expect(wanted.filter((m) => !catalog.has(m))).toEqual([]);
@@ -43,7 +53,9 @@ test('the PromQL reader rejects typos, unknown labels and misused counters and g
   expect(problems('tes_executions_total{state="failed"}')[0]).toBe('tes_executions_total has no label state');
   expect(problems('sum(tes_settled_micros_total)')).toEqual(['tes_settled_micros_total is cumulative: use it through rate() or increase()']);
   expect(problems('rate(tes_queue_depth[5m])')).toEqual(['tes_queue_depth is a gauge: rate()/increase() of it is meaningless']);
-  expect(problems('sum(tes_reserved_micros_outstanding)')).toEqual(['tes_reserved_micros_outstanding is reported by every relay: take max()/min(), never sum()']);
+  expect(problems('sum(tes_reserved_micros_outstanding)')).toEqual([
+    'tes_reserved_micros_outstanding is reported by every relay: take max()/min(), never sum()',
+  ]);
   expect(problems('histgram_quantile(0.9, rate(tes_settlement_duration_seconds_bucket[5m]))')).toEqual(['unknown function histgram_quantile()']);
 });
 
@@ -87,7 +99,8 @@ describe('Grafana dashboard', () => {
     for (const { panel, expr } of exprs()) {
       const r = checkPromQL(expr, catalog);
       problems.push(...r.problems.map((p) => `${panel.title}: ${p}`));
-      for (const s of r.selectors) if (s.matchers.get('namespace') !== '=~$namespace') problems.push(`${panel.title}: ${s.series} is not filtered by namespace`);
+      for (const s of r.selectors)
+        if (s.matchers.get('namespace') !== '=~$namespace') problems.push(`${panel.title}: ${s.series} is not filtered by namespace`);
     }
     for (const v of dashboard.templating.list.filter((x: Json) => x.type === 'query')) {
       const m = /^label_values\((\w+),\s*(\w+)\)$/.exec(v.definition);
@@ -101,9 +114,16 @@ describe('Grafana dashboard', () => {
     const all: Selector[] = exprs().flatMap(({ expr }) => checkPromQL(expr, catalog).selectors);
     const series = new Set(all.map((s) => s.series));
     for (const s of [
-      'tes_http_request_duration_seconds_count', 'tes_http_request_duration_seconds_bucket', 'tes_queue_depth', 'tes_outbox_lag_seconds',
-      'tes_reserved_micros_outstanding', 'tes_settled_micros_total', 'tes_execution_failures_total', 'tes_executions_total',
-    ]) expect([s, series.has(s)]).toEqual([s, true]);
+      'tes_http_request_duration_seconds_count',
+      'tes_http_request_duration_seconds_bucket',
+      'tes_queue_depth',
+      'tes_outbox_lag_seconds',
+      'tes_reserved_micros_outstanding',
+      'tes_settled_micros_total',
+      'tes_execution_failures_total',
+      'tes_executions_total',
+    ])
+      expect([s, series.has(s)]).toEqual([s, true]);
     expect(exprs().some(({ expr }) => expr.includes('by (error_code)') && expr.includes('tes_execution_failures_total'))).toBe(true);
   });
 });

@@ -31,14 +31,51 @@ export function metricCatalog(): Map<string, MetricInfo> {
 }
 
 const FUNCTIONS = new Set([
-  'sum', 'min', 'max', 'avg', 'count', 'topk', 'bottomk', 'quantile', 'stddev',
-  'rate', 'irate', 'increase', 'delta', 'idelta', 'deriv', 'predict_linear', 'histogram_quantile',
-  'abs', 'clamp_min', 'clamp_max', 'absent', 'absent_over_time', 'vector', 'scalar', 'time',
-  'sum_over_time', 'avg_over_time', 'max_over_time', 'min_over_time', 'changes', 'resets', 'round', 'ceil', 'floor',
+  'sum',
+  'min',
+  'max',
+  'avg',
+  'count',
+  'topk',
+  'bottomk',
+  'quantile',
+  'stddev',
+  'rate',
+  'irate',
+  'increase',
+  'delta',
+  'idelta',
+  'deriv',
+  'predict_linear',
+  'histogram_quantile',
+  'abs',
+  'clamp_min',
+  'clamp_max',
+  'absent',
+  'absent_over_time',
+  'vector',
+  'scalar',
+  'time',
+  'sum_over_time',
+  'avg_over_time',
+  'max_over_time',
+  'min_over_time',
+  'changes',
+  'resets',
+  'round',
+  'ceil',
+  'floor',
 ]);
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'inf', 'nan']);
 /** Gauges every relay replica exports with the same value: summing them double-counts. */
-const REPLICATED_GAUGES = new Set(['tes_outbox_lag_seconds', 'tes_queue_depth', 'tes_queue_consumers', 'tes_reserved_micros_outstanding', 'tes_needs_review_executions', 'tes_ledger_audit_ok']);
+const REPLICATED_GAUGES = new Set([
+  'tes_outbox_lag_seconds',
+  'tes_queue_depth',
+  'tes_queue_consumers',
+  'tes_reserved_micros_outstanding',
+  'tes_needs_review_executions',
+  'tes_ledger_audit_ok',
+]);
 
 export interface Selector {
   series: string;
@@ -72,7 +109,12 @@ export function checkPromQL(expr: string, catalog: Map<string, MetricInfo>): { s
   });
   const grouping: string[] = [];
   e = e.replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)/g, (_m, _k, labels: string) => {
-    grouping.push(...labels.split(',').map((l) => l.trim()).filter(Boolean));
+    grouping.push(
+      ...labels
+        .split(',')
+        .map((l) => l.trim())
+        .filter(Boolean),
+    );
     return ' ';
   });
   e = e.replace(/\[[^\]]*\]/g, ' ');
@@ -117,7 +159,8 @@ function misuse(expr: string, selectors: Selector[], catalog: Map<string, Metric
       const cumulative = info.type === 'counter' || (info.type === 'histogram' && s.series !== s.metric);
       if (cumulative && !inRate) problems.push(`${s.series} is cumulative: use it through rate() or increase()`);
       if (info.type === 'gauge' && inRate) problems.push(`${s.series} is a gauge: rate()/increase() of it is meaningless`);
-      if (REPLICATED_GAUGES.has(s.metric) && /sum(by\([^)]*\))?\((\w+\()*$/.test(before)) problems.push(`${s.series} is reported by every relay: take max()/min(), never sum()`);
+      if (REPLICATED_GAUGES.has(s.metric) && /sum(by\([^)]*\))?\((\w+\()*$/.test(before))
+        problems.push(`${s.series} is reported by every relay: take max()/min(), never sum()`);
     }
   }
   return problems;

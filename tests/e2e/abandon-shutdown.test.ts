@@ -10,7 +10,11 @@ const stack = useStack({ worker: false, env: { LEASE_TTL_MS: '1500' } });
 
 async function submit(secret: string, key: string, args: Record<string, unknown>, max: number): Promise<string> {
   const v = (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;
-  const res = await stack.http().post('/tools/test.sleep').set({ ...bearer(secret), 'Idempotency-Key': key }).send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
+  const res = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(secret), 'Idempotency-Key': key })
+    .send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
   expect(res.status).toBe(202);
   return res.body.data.id;
 }
@@ -41,7 +45,9 @@ it('a dead-lettered execution fails, charged only for completed steps, the rest 
   const id = await submit(p.secret, 'dead-letter-01', { seconds: 0, steps: 3, costMicrosPerStep: 1_000 }, 3_000);
   // as if one step had completed before the workers started crashing on it
   await stack.db('executions').where({ id }).update({ status: 'running', attempts: 5, started_at: stack.db.fn.now() });
-  await stack.db('execution_steps').insert({ execution_id: id, project_id: p.projectId, index: 0, name: 'sleep_0', status: 'succeeded', cost_micros: 1_000, finished_at: stack.db.fn.now() });
+  await stack
+    .db('execution_steps')
+    .insert({ execution_id: id, project_id: p.projectId, index: 0, name: 'sleep_0', status: 'succeeded', cost_micros: 1_000, finished_at: stack.db.fn.now() });
   await deadLetter({ executionId: id, projectId: p.projectId });
   const done = await waitForExecution(stack, p.secret, id);
   expect(done).toMatchObject({ status: 'failed', errorCode: 'delivery_limit_exceeded', chargedMicros: 1_000 });
@@ -60,7 +66,14 @@ it('a dead-lettered execution with a provider step of unknown outcome goes to ne
   expect(review).toMatchObject({ status: 'needs_review', chargedMicros: 0, reservedMicros: 4_000 });
   expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 6_000, reserved: 4_000 });
   expect((await stack.audit()).ok).toBe(true);
-  const resolved = await settleExecution(stack.db, { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 2_500, from: ['needs_review'], kind: 'resolve' });
+  const resolved = await settleExecution(stack.db, {
+    executionId: id,
+    projectId: p.projectId,
+    status: 'succeeded',
+    chargedMicros: 2_500,
+    from: ['needs_review'],
+    kind: 'resolve',
+  });
   expect(resolved?.chargedMicros).toBe(2_500);
   expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 7_500, reserved: 0 });
 });
@@ -68,7 +81,10 @@ it('a dead-lettered execution with a provider step of unknown outcome goes to ne
 it('an execution whose lease expired after its last allowed attempt is abandoned by the reaper, not handed out again', async () => {
   const p = await stack.seed({ creditMicros: 10_000 });
   const id = await submit(p.secret, 'exhausted-01', { seconds: 0, steps: 1, costMicrosPerStep: 500 }, 500);
-  await stack.db('executions').where({ id }).update({ status: 'running', attempts: 5, lease_owner: 'wrk_dead', lease_expires_at: stack.db.raw("now() - interval '1 second'") });
+  await stack
+    .db('executions')
+    .where({ id })
+    .update({ status: 'running', attempts: 5, lease_owner: 'wrk_dead', lease_expires_at: stack.db.raw("now() - interval '1 second'") });
   const done = await waitForExecution(stack, p.secret, id);
   expect(done).toMatchObject({ status: 'failed', errorCode: 'delivery_limit_exceeded', chargedMicros: 0 });
   expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 10_000, reserved: 0 });

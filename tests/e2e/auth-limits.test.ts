@@ -12,7 +12,12 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-function expectEnvelope(res: { status: number; headers: Record<string, string>; body: { error?: { status: string; message: string } } }, http: number, status: string, message: string) {
+function expectEnvelope(
+  res: { status: number; headers: Record<string, string>; body: { error?: { status: string; message: string } } },
+  http: number,
+  status: string,
+  message: string,
+) {
   expect(res.status).toBe(http);
   expect(res.headers['cache-control']).toBe('no-store');
   expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
@@ -25,7 +30,15 @@ describe('authentication', () => {
     const p = await stack.seed();
     expectEnvelope(await stack.http().get('/tools'), 401, 'UNAUTHENTICATED', 'platform_api_key_missing');
     expectEnvelope(await stack.http().get('/tools').set('Authorization', 'Basic abc'), 401, 'UNAUTHENTICATED', 'platform_api_key_invalid');
-    expectEnvelope(await stack.http().get('/tools').set(bearer('tes_AAAAAAAA_' + 'B'.repeat(32))), 401, 'UNAUTHENTICATED', 'platform_api_key_invalid');
+    expectEnvelope(
+      await stack
+        .http()
+        .get('/tools')
+        .set(bearer('tes_AAAAAAAA_' + 'B'.repeat(32))),
+      401,
+      'UNAUTHENTICATED',
+      'platform_api_key_invalid',
+    );
     // right lookup id, wrong secret part
     const forged = p.secret.slice(0, 13) + 'x'.repeat(32);
     expectEnvelope(await stack.http().get('/tools').set(bearer(forged)), 401, 'UNAUTHENTICATED', 'platform_api_key_invalid');
@@ -114,7 +127,10 @@ describe('request-rate limit', () => {
     expect((await stack.http().get('/tools/project').set(bearer(other.secret))).status).toBe(200);
     // the window ends (moved into the past rather than waited for): the key may call again
     // once the gateway re-checks the exhausted key against the shared counter (≤ 1 s)
-    await stack.db('rate_limits').where('key', `key:${p.keyId}`).update({ expire: Date.now() - 1 });
+    await stack
+      .db('rate_limits')
+      .where('key', `key:${p.keyId}`)
+      .update({ expire: Date.now() - 1 });
     const refusedUntil = Date.now() + 5_000;
     let after = await stack.http().get('/tools/project').set(bearer(p.secret));
     while (after.status === 429 && Date.now() < refusedUntil) {
@@ -131,10 +147,21 @@ describe('request-rate limit', () => {
     try {
       const p = await own.seed();
       const statuses: number[] = [];
-      for (let i = 0; i < 35; i++) statuses.push((await own.http().get('/tools').set(bearer('tes_AAAAAAAA_' + 'C'.repeat(32)))).status);
+      for (let i = 0; i < 35; i++)
+        statuses.push(
+          (
+            await own
+              .http()
+              .get('/tools')
+              .set(bearer('tes_AAAAAAAA_' + 'C'.repeat(32)))
+          ).status,
+        );
       expect(statuses.slice(0, 30).every((s) => s === 401)).toBe(true);
       expect(statuses.slice(30).every((s) => s === 429)).toBe(true);
-      const res = await own.http().get('/tools').set(bearer('tes_AAAAAAAA_' + 'C'.repeat(32)));
+      const res = await own
+        .http()
+        .get('/tools')
+        .set(bearer('tes_AAAAAAAA_' + 'C'.repeat(32)));
       expectEnvelope(res, 429, 'RESOURCE_EXHAUSTED', 'rate_limit_exceeded');
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
       // the guessing is slowed, not the address: a valid key from it is still served

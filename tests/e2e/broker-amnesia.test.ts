@@ -10,9 +10,15 @@ import { bearer, projectBalance, useStack, waitForExecution } from '../stack';
  * the lease TTL for running and handed-back work); useStack audits the ledger afterwards.
  */
 const stack = useStack({
-  env: { DISPATCH_DEADLINE_MS: '1500', LEASE_TTL_MS: '1500', WAIT_RECHECK_MS: '300', WORKER_CONCURRENCY: '2', OUTBOX_GRACE_MS: '300',
+  env: {
+    DISPATCH_DEADLINE_MS: '1500',
+    LEASE_TTL_MS: '1500',
+    WAIT_RECHECK_MS: '300',
+    WORKER_CONCURRENCY: '2',
+    OUTBOX_GRACE_MS: '300',
     // the worker's drain is SHUTDOWN_TIMEOUT_MS − 5 s: none, so a stop hands running work back at once
-    SHUTDOWN_TIMEOUT_MS: '5000' },
+    SHUTDOWN_TIMEOUT_MS: '5000',
+  },
 });
 
 async function purgeAll(): Promise<number> {
@@ -34,7 +40,10 @@ it('every accepted execution ends exactly once with the right charge after every
   const v = (await stack.http().get('/tools').set(bearer(p.secret))).body.data.priceVersion as string;
   const ids: string[] = [];
   for (let i = 0; i < 8; i++) {
-    const res = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': `amnesia-${i}` })
+    const res = await stack
+      .http()
+      .post('/tools/test.sleep')
+      .set({ ...bearer(p.secret), 'Idempotency-Key': `amnesia-${i}` })
       .send({ tool: 'test.sleep', arguments: { seconds: 0.4, steps: 3, costMicrosPerStep: 100 }, priceVersion: v, maximumChargeMicros: 300 });
     expect(res.status).toBe(202);
     ids.push(res.body.data.id as string);

@@ -28,7 +28,9 @@ function download(secret: string, a: { executionId: string; artifactId: string }
 function urlEnd(url: string): number {
   const q = new URL(url).searchParams;
   const d = q.get('X-Amz-Date')!;
-  return Date.UTC(+d.slice(0, 4), +d.slice(4, 6) - 1, +d.slice(6, 8), +d.slice(9, 11), +d.slice(11, 13), +d.slice(13, 15)) + Number(q.get('X-Amz-Expires')) * 1000;
+  return (
+    Date.UTC(+d.slice(0, 4), +d.slice(4, 6) - 1, +d.slice(6, 8), +d.slice(9, 11), +d.slice(11, 13), +d.slice(13, 15)) + Number(q.get('X-Amz-Expires')) * 1000
+  );
 }
 
 it('an artifact with 30 days left gets a 300 s URL whose bytes come back with Cache-Control: private, no-store', async () => {
@@ -68,7 +70,10 @@ it('an artifact expiring in 10 s gets a URL that ends by then, and its expiresAt
 it('an artifact with under a second left is already artifact_expired, not a sub-second URL', async () => {
   const p = await stack.seed({ creditMicros: 10_000 });
   const a = await artifact(p.secret);
-  await stack.db('artifacts').where({ id: a.artifactId }).update({ expires_at: new Date(Date.now() + 500) });
+  await stack
+    .db('artifacts')
+    .where({ id: a.artifactId })
+    .update({ expires_at: new Date(Date.now() + 500) });
   const res = await download(p.secret, a);
   expect(res.status).toBe(404);
   expect(res.body.error).toEqual({ status: 'NOT_FOUND', message: 'artifact_expired' });

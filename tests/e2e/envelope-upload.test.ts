@@ -15,7 +15,11 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-function expectEnvelope(res: { status: number; headers: Record<string, string>; body: { error?: { status: string; message: string } }; text: string }, http: number, message: string) {
+function expectEnvelope(
+  res: { status: number; headers: Record<string, string>; body: { error?: { status: string; message: string } }; text: string },
+  http: number,
+  message: string,
+) {
   expect(res.status).toBe(http);
   expect(res.headers['cache-control']).toBe('no-store');
   expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
@@ -39,23 +43,41 @@ describe('the envelope on every kind of bad request', () => {
   });
 
   it('malformed JSON, wrong content type, a non-object body', async () => {
-    const bad = await stack.http().post('/tools/quote').set({ ...bearer(secret), 'Content-Type': 'application/json' }).send('{"tool": ');
+    const bad = await stack
+      .http()
+      .post('/tools/quote')
+      .set({ ...bearer(secret), 'Content-Type': 'application/json' })
+      .send('{"tool": ');
     expectEnvelope(bad, 400, 'invalid_json');
-    const text = await stack.http().post('/tools/quote').set({ ...bearer(secret), 'Content-Type': 'text/plain' }).send('hello');
+    const text = await stack
+      .http()
+      .post('/tools/quote')
+      .set({ ...bearer(secret), 'Content-Type': 'text/plain' })
+      .send('hello');
     expectEnvelope(text, 400, 'unsupported_media_type');
     const arr = await stack.http().post('/tools/quote').set(bearer(secret)).send([1, 2]);
     expectEnvelope(arr, 400, 'invalid_request');
   });
 
   it('bodies over 64 KiB get 413 request_too_large', async () => {
-    const res = await stack.http().post('/tools/quote').set(bearer(secret)).send({ tool: 'image.render', arguments: { text: 'x'.repeat(70_000) } });
+    const res = await stack
+      .http()
+      .post('/tools/quote')
+      .set(bearer(secret))
+      .send({ tool: 'image.render', arguments: { text: 'x'.repeat(70_000) } });
     expectEnvelope(res, 413, 'request_too_large');
   });
 
   it('echoes a sane X-Request-Id and replaces an unsafe one', async () => {
-    const ok = await stack.http().get('/tools').set({ ...bearer(secret), 'X-Request-Id': 'client-req-1' });
+    const ok = await stack
+      .http()
+      .get('/tools')
+      .set({ ...bearer(secret), 'X-Request-Id': 'client-req-1' });
     expect(ok.headers['x-request-id']).toBe('client-req-1');
-    const unsafe = await stack.http().get('/tools').set({ ...bearer(secret), 'X-Request-Id': 'bad id <script>' });
+    const unsafe = await stack
+      .http()
+      .get('/tools')
+      .set({ ...bearer(secret), 'X-Request-Id': 'bad id <script>' });
     expect(unsafe.headers['x-request-id']).not.toContain('<');
   });
 
@@ -120,7 +142,12 @@ describe('upload', () => {
     const data = PNG.toString('base64');
     const first = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data });
     expect(first.status).toBe(200);
-    expect(first.body.data).toMatchObject({ format: 'png', mimeType: 'image/png', sizeBytes: PNG.length, sha256: createHash('sha256').update(PNG).digest('hex') });
+    expect(first.body.data).toMatchObject({
+      format: 'png',
+      mimeType: 'image/png',
+      sizeBytes: PNG.length,
+      sha256: createHash('sha256').update(PNG).digest('hex'),
+    });
     expect(first.body.data.id).toMatch(/^file_[0-9A-Z]{26}$/);
     const days = (Date.parse(first.body.data.expiresAt) - Date.now()) / 86_400_000;
     expect(days).toBeGreaterThan(29.9);
@@ -142,7 +169,11 @@ describe('upload', () => {
       ['video/mp4', Buffer.concat([Buffer.alloc(4), Buffer.from('ftypisom'), Buffer.alloc(8)]), 'mp4'],
     ];
     for (const [mimeType, bytes, format] of samples) {
-      const res = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType, data: bytes.toString('base64') });
+      const res = await stack
+        .http()
+        .post('/tools/upload')
+        .set(bearer(secret))
+        .send({ mimeType, data: bytes.toString('base64') });
       expect(res.status).toBe(200);
       expect(res.body.data.format).toBe(format);
     }
@@ -165,14 +196,26 @@ describe('upload', () => {
 
   it('refuses more than 12 MiB decoded, and bodies past the upload limit with 413', async () => {
     const over = Buffer.concat([PNG, Buffer.alloc(12 * 1024 * 1024 - PNG.length + 3)]);
-    expectEnvelope(await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data: over.toString('base64') }), 400, 'file_too_large');
+    expectEnvelope(
+      await stack
+        .http()
+        .post('/tools/upload')
+        .set(bearer(secret))
+        .send({ mimeType: 'image/png', data: over.toString('base64') }),
+      400,
+      'file_too_large',
+    );
     const huge = 'A'.repeat(17 * 1024 * 1024);
     expectEnvelope(await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data: huge }), 413, 'request_too_large');
   });
 
   it('exactly 12 MiB is accepted', async () => {
     const exact = Buffer.concat([PNG, Buffer.alloc(12 * 1024 * 1024 - PNG.length, 7)]);
-    const res = await stack.http().post('/tools/upload').set(bearer(secret)).send({ mimeType: 'image/png', data: exact.toString('base64') });
+    const res = await stack
+      .http()
+      .post('/tools/upload')
+      .set(bearer(secret))
+      .send({ mimeType: 'image/png', data: exact.toString('base64') });
     expect(res.status).toBe(200);
     expect(res.body.data.sizeBytes).toBe(12 * 1024 * 1024);
   });
@@ -202,7 +245,9 @@ describe('upload slots', () => {
     const [a, b, c] = [await stack.seed(), await stack.seed(), await stack.seed()];
     const held = [await heldUpload(a.secret), await heldUpload(b.secret)];
     try {
-      const refused = await png().set(bearer(c.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      const refused = await png()
+        .set(bearer(c.secret))
+        .send({ mimeType: 'image/png', data: PNG.toString('base64') });
       expectEnvelope(refused, 503, 'service_unavailable');
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
       expect(await stack.db('files').where({ project_id: c.projectId })).toHaveLength(0);
@@ -214,10 +259,14 @@ describe('upload slots', () => {
     }
     held[0]!.destroy();
     // the aborted upload's slot is free again
-    let after = await png().set(bearer(c.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+    let after = await png()
+      .set(bearer(c.secret))
+      .send({ mimeType: 'image/png', data: PNG.toString('base64') });
     for (let i = 0; i < 20 && after.status === 503; i++) {
       await new Promise((r) => setTimeout(r, 50));
-      after = await png().set(bearer(c.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      after = await png()
+        .set(bearer(c.secret))
+        .send({ mimeType: 'image/png', data: PNG.toString('base64') });
     }
     expect(after.status).toBe(200);
     held[1]!.destroy();
@@ -227,10 +276,14 @@ describe('upload slots', () => {
     const [a, b] = [await stack.seed(), await stack.seed()];
     const held = await heldUpload(a.secret);
     try {
-      const second = await png().set(bearer(a.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      const second = await png()
+        .set(bearer(a.secret))
+        .send({ mimeType: 'image/png', data: PNG.toString('base64') });
       expectEnvelope(second, 503, 'service_unavailable');
       expect(second.body.error.details.reason).toMatch(/this project already has 1 upload/);
-      const other = await png().set(bearer(b.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+      const other = await png()
+        .set(bearer(b.secret))
+        .send({ mimeType: 'image/png', data: PNG.toString('base64') });
       expect(other.status).toBe(200);
     } finally {
       held.destroy();
@@ -253,7 +306,9 @@ describe('upload slots', () => {
     expect(answer).toMatch(/cache-control: no-store/i);
     expect(answer).toContain('"message":"invalid_request"');
     expect(answer).toMatch(/arrived slower than \d+ bytes\/s/);
-    const after = await png().set(bearer(a.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+    const after = await png()
+      .set(bearer(a.secret))
+      .send({ mimeType: 'image/png', data: PNG.toString('base64') });
     expect(after.status).toBe(200);
   });
 });

@@ -8,16 +8,30 @@ async function priceVersion(secret: string): Promise<string> {
 }
 
 function post(secret: string, key: string, body: Record<string, unknown>) {
-  return stack.http().post(`/tools/${body.tool as string}`).set({ ...bearer(secret), 'Idempotency-Key': key }).send(body);
+  return stack
+    .http()
+    .post(`/tools/${body.tool as string}`)
+    .set({ ...bearer(secret), 'Idempotency-Key': key })
+    .send(body);
 }
 
 describe('idempotency', () => {
   it('a resend returns the same execution (202 while open, 200 once terminal); key order does not matter', async () => {
     const p = await stack.seed({ creditMicros: 10_000 });
-    const body = { tool: 'test.sleep', arguments: { seconds: 0.3, steps: 1, costMicrosPerStep: 100 }, priceVersion: await priceVersion(p.secret), maximumChargeMicros: 100 };
+    const body = {
+      tool: 'test.sleep',
+      arguments: { seconds: 0.3, steps: 1, costMicrosPerStep: 100 },
+      priceVersion: await priceVersion(p.secret),
+      maximumChargeMicros: 100,
+    };
     const first = await post(p.secret, 'same-key-001', body);
     expect(first.status).toBe(202);
-    const reordered = { maximumChargeMicros: 100, priceVersion: body.priceVersion, arguments: { costMicrosPerStep: 100, steps: 1, seconds: 0.3 }, tool: 'test.sleep' };
+    const reordered = {
+      maximumChargeMicros: 100,
+      priceVersion: body.priceVersion,
+      arguments: { costMicrosPerStep: 100, steps: 1, seconds: 0.3 },
+      tool: 'test.sleep',
+    };
     const again = await post(p.secret, 'same-key-001', reordered);
     expect(again.status).toBe(202);
     expect(again.headers['idempotent-replayed']).toBe('true');
@@ -34,7 +48,12 @@ describe('idempotency', () => {
   it('same key with another body, or from another key of the project: 409, nothing reserved', async () => {
     const p = await stack.seed({ creditMicros: 10_000 });
     const other = await addKey(stack.db, p.projectId);
-    const body = { tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 100 }, priceVersion: await priceVersion(p.secret), maximumChargeMicros: 100 };
+    const body = {
+      tool: 'test.sleep',
+      arguments: { seconds: 0, steps: 1, costMicrosPerStep: 100 },
+      priceVersion: await priceVersion(p.secret),
+      maximumChargeMicros: 100,
+    };
     expect((await post(p.secret, 'conflict-01', body)).status).toBe(202);
     const changed = await post(p.secret, 'conflict-01', { ...body, maximumChargeMicros: 200 });
     expect(changed.status).toBe(409);
@@ -47,7 +66,12 @@ describe('idempotency', () => {
 
   it('50 concurrent identical submits create exactly one execution and one reservation', async () => {
     const p = await stack.seed({ creditMicros: 10_000 });
-    const body = { tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 300 }, priceVersion: await priceVersion(p.secret), maximumChargeMicros: 300 };
+    const body = {
+      tool: 'test.sleep',
+      arguments: { seconds: 0, steps: 1, costMicrosPerStep: 300 },
+      priceVersion: await priceVersion(p.secret),
+      maximumChargeMicros: 300,
+    };
     const results = await Promise.all(Array.from({ length: 50 }, () => post(p.secret, 'concurrent-01', body)));
     const ids = new Set(results.map((r) => r.body.data?.id));
     expect(results.every((r) => r.status === 202 || r.status === 200)).toBe(true);
@@ -79,9 +103,7 @@ it('concurrent submits against a monthly cap that covers k of them accept exactl
   const v = await priceVersion(p.secret);
   const body = { tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 1_000 }, priceVersion: v, maximumChargeMicros: 1_000 };
   // two keys of the project race for the same cap
-  const results = await Promise.all(
-    Array.from({ length: 16 }, (_, i) => post(i % 2 ? other.secret : p.secret, `capsub-${String(i).padStart(3, '0')}`, body)),
-  );
+  const results = await Promise.all(Array.from({ length: 16 }, (_, i) => post(i % 2 ? other.secret : p.secret, `capsub-${String(i).padStart(3, '0')}`, body)));
   expect(results.filter((r) => r.status === 202)).toHaveLength(5);
   const refused = results.filter((r) => r.status === 429);
   expect(refused).toHaveLength(11);
@@ -95,7 +117,12 @@ describe('cancel', () => {
     const p = await stack.seed({ creditMicros: 10_000 });
     await stack.stopWorker(); // keep it queued
     try {
-      const body = { tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 1_000 }, priceVersion: await priceVersion(p.secret), maximumChargeMicros: 2_000 };
+      const body = {
+        tool: 'test.sleep',
+        arguments: { seconds: 0, steps: 2, costMicrosPerStep: 1_000 },
+        priceVersion: await priceVersion(p.secret),
+        maximumChargeMicros: 2_000,
+      };
       const sub = await post(p.secret, 'cancel-queued', body);
       expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 8_000, reserved: 2_000 });
       const res = await stack.http().post(`/tools/executions/${sub.body.data.id}/cancel`).set(bearer(p.secret));
@@ -115,7 +142,12 @@ describe('cancel', () => {
 
   it('a running execution stops before its next step and is charged only completed steps', async () => {
     const p = await stack.seed({ creditMicros: 10_000 });
-    const body = { tool: 'test.sleep', arguments: { seconds: 0.4, steps: 5, costMicrosPerStep: 1_000 }, priceVersion: await priceVersion(p.secret), maximumChargeMicros: 5_000 };
+    const body = {
+      tool: 'test.sleep',
+      arguments: { seconds: 0.4, steps: 5, costMicrosPerStep: 1_000 },
+      priceVersion: await priceVersion(p.secret),
+      maximumChargeMicros: 5_000,
+    };
     const sub = await post(p.secret, 'cancel-running', body);
     const id = sub.body.data.id as string;
     await waitForExecution(stack, p.secret, id, (e) => (e.progress as { completedSteps: number }).completedSteps >= 1);
@@ -135,7 +167,12 @@ describe('cancel', () => {
     const p = await stack.seed({ creditMicros: 10_000, role: 'MEMBER' });
     const member = await addKey(stack.db, p.projectId, { role: 'MEMBER' });
     const admin = await addKey(stack.db, p.projectId, { role: 'ADMIN' });
-    const body = { tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 10 }, priceVersion: await priceVersion(p.secret), maximumChargeMicros: 10 };
+    const body = {
+      tool: 'test.sleep',
+      arguments: { seconds: 0, steps: 1, costMicrosPerStep: 10 },
+      priceVersion: await priceVersion(p.secret),
+      maximumChargeMicros: 10,
+    };
     const sub = await post(p.secret, 'cancel-done-1', body);
     await waitForExecution(stack, p.secret, sub.body.data.id);
     const denied = await stack.http().post(`/tools/executions/${sub.body.data.id}/cancel`).set(bearer(member.secret));

@@ -22,18 +22,28 @@ const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a
 it('deletes artifacts past their deadline: the object goes and the download says artifact_expired', async () => {
   const p = await stack.seed({ creditMicros: 10_000 });
   const v = (await stack.http().get('/tools').set(bearer(p.secret))).body.data.priceVersion;
-  const sub = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': 'janitor-art-1' }).send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 1 }, priceVersion: v, maximumChargeMicros: 1 });
+  const sub = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(p.secret), 'Idempotency-Key': 'janitor-art-1' })
+    .send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 1 }, priceVersion: v, maximumChargeMicros: 1 });
   const done = await waitForExecution(stack, p.secret, sub.body.data.id);
   const art = (done.output as { artifacts: { id: string }[] }).artifacts[0]!;
   const row = await stack.db('artifacts').where({ id: art.id }).first();
   expect((await store.get(row.storage_key)).length).toBeGreaterThan(0);
 
-  await stack.db('artifacts').where({ id: art.id }).update({ expires_at: stack.db.raw("now() - interval '1 second'") });
+  await stack
+    .db('artifacts')
+    .where({ id: art.id })
+    .update({ expires_at: stack.db.raw("now() - interval '1 second'") });
   const swept = await stack.relay!.relay.janitor();
   expect(swept.artifacts).toBe(1);
   await expect(store.get(row.storage_key)).rejects.toThrow();
   expect((await stack.db('artifacts').where({ id: art.id }).first()).deleted_at).not.toBeNull();
-  const dl = await stack.http().get(`/tools/executions/${String(done.id)}/artifacts/${art.id}/download`).set(bearer(p.secret));
+  const dl = await stack
+    .http()
+    .get(`/tools/executions/${String(done.id)}/artifacts/${art.id}/download`)
+    .set(bearer(p.secret));
   expect(dl.status).toBe(404);
   expect(dl.body.error).toEqual({ status: 'NOT_FOUND', message: 'artifact_expired' });
   // a second sweep finds nothing more to do
@@ -42,14 +52,25 @@ it('deletes artifacts past their deadline: the object goes and the download says
 
 it('deletes expired uploads; the same content uploaded again revives the same id with a new deadline and its bytes', async () => {
   const p = await stack.seed();
-  const first = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+  const first = await stack
+    .http()
+    .post('/tools/upload')
+    .set(bearer(p.secret))
+    .send({ mimeType: 'image/png', data: PNG.toString('base64') });
   const row = await stack.db('files').where({ id: first.body.data.id }).first();
-  await stack.db('files').where({ id: row.id }).update({ expires_at: stack.db.raw("now() - interval '1 second'") });
+  await stack
+    .db('files')
+    .where({ id: row.id })
+    .update({ expires_at: stack.db.raw("now() - interval '1 second'") });
   const swept = await stack.relay!.relay.janitor();
   expect(swept.files).toBe(1);
   await expect(store.get(row.storage_key)).rejects.toThrow();
 
-  const again = await stack.http().post('/tools/upload').set(bearer(p.secret)).send({ mimeType: 'image/png', data: PNG.toString('base64') });
+  const again = await stack
+    .http()
+    .post('/tools/upload')
+    .set(bearer(p.secret))
+    .send({ mimeType: 'image/png', data: PNG.toString('base64') });
   expect(again.status).toBe(200);
   expect(again.body.data.id).toBe(first.body.data.id);
   expect(Date.parse(again.body.data.expiresAt)).toBeGreaterThan(Date.now() + 29 * 86_400_000);

@@ -43,10 +43,18 @@ it('gateway, worker and relay expose their series, which move when an execution 
   const before = { worker: await scrape(ports.worker) };
   const p = await stack.seed({ creditMicros: 10_000 });
   const v = (await stack.http().get('/tools').set(bearer(p.secret))).body.data.priceVersion;
-  const sub = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-run-1' }).send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 300 }, priceVersion: v, maximumChargeMicros: 600 });
+  const sub = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-run-1' })
+    .send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 300 }, priceVersion: v, maximumChargeMicros: 600 });
   expect(sub.status).toBe(202);
   await waitForExecution(stack, p.secret, sub.body.data.id);
-  const failing = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-run-2' }).send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 1, failAtStep: 1 }, priceVersion: v, maximumChargeMicros: 2 });
+  const failing = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-run-2' })
+    .send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 1, failAtStep: 1 }, priceVersion: v, maximumChargeMicros: 2 });
   await waitForExecution(stack, p.secret, failing.body.data.id);
 
   const gw = await scrape(ports.gateway);

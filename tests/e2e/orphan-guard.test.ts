@@ -12,7 +12,8 @@ const GUARD = path.resolve(__dirname, '../../scripts/dev/dist/orphan-guard.js');
 function launch(script: string, env: Record<string, string>) {
   const child = spawn(process.execPath, ['--require', GUARD, '-e', script], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], env: { ...process.env, ...env } });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })));
+    child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })),
+  );
   return { child, exited };
 }
 
@@ -28,7 +29,9 @@ it('a service whose launcher is gone shuts down as on SIGTERM', async () => {
 
 it('a service whose shutdown hangs is killed at the hard deadline', async () => {
   // ignores SIGTERM and spins: only the guard's SIGKILL ends it
-  const { child, exited } = launch("process.on('SIGTERM', () => {}); setInterval(() => { const t = Date.now(); while (Date.now() - t < 50); }, 60);", { SHUTDOWN_TIMEOUT_MS: '300' });
+  const { child, exited } = launch("process.on('SIGTERM', () => {}); setInterval(() => { const t = Date.now(); while (Date.now() - t < 50); }, 60);", {
+    SHUTDOWN_TIMEOUT_MS: '300',
+  });
   await new Promise((r) => setTimeout(r, 300));
   const cut = Date.now();
   child.disconnect();

@@ -126,7 +126,9 @@ describe('image.generate', () => {
 
   it('a job that never finishes is cancelled at the job deadline, then fails with provider_timeout', async () => {
     const p = await stack.seed({ creditMicros: 100_000 });
-    const ids = await Promise.all(['replicate/flux-schnell', 'fal/flux-schnell'].map((model) => submit(p.secret, 'image.generate', { model, prompt: `stuck ${model} [never]` })));
+    const ids = await Promise.all(
+      ['replicate/flux-schnell', 'fal/flux-schnell'].map((model) => submit(p.secret, 'image.generate', { model, prompt: `stuck ${model} [never]` })),
+    );
     for (const id of ids) {
       const done = await waitForExecution(stack, p.secret, id, undefined, 25_000);
       expect(done).toMatchObject({ status: 'failed', errorCode: 'provider_timeout', chargedMicros: 0 });
@@ -142,7 +144,11 @@ describe('image.generate', () => {
     const late = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'just in time [never] [completes-on-cancel]' });
     const unanswered = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'cancel lost [never] [cancel-500:forever]' });
     expect(await waitForExecution(stack, p.secret, late, undefined, 25_000)).toMatchObject({ status: 'succeeded', chargedMicros: 4_000 });
-    expect(await waitForExecution(stack, p.secret, unanswered, undefined, 25_000)).toMatchObject({ status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0 });
+    expect(await waitForExecution(stack, p.secret, unanswered, undefined, 25_000)).toMatchObject({
+      status: 'needs_review',
+      errorCode: 'provider_outcome_unknown',
+      chargedMicros: 0,
+    });
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 4_000 - 4_000, reserved: 4_000 });
   });
 
@@ -165,7 +171,10 @@ describe('image.generate', () => {
     await stack.stopWorker();
     const id = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'crash window' });
     // what a worker killed right after sending the create leaves behind
-    await stack.db('executions').where({ id }).update({ status: 'running', attempts: 1, claims: 1, lease_owner: 'wrk_killed', lease_expires_at: stack.db.raw("now() - interval '1 second'") });
+    await stack
+      .db('executions')
+      .where({ id })
+      .update({ status: 'running', attempts: 1, claims: 1, lease_owner: 'wrk_killed', lease_expires_at: stack.db.raw("now() - interval '1 second'") });
     await stack.db('execution_steps').insert({ execution_id: id, project_id: p.projectId, index: 0, name: 'generate', status: 'running', external: true });
     await stack.startWorker();
     const done = await waitForExecution(stack, p.secret, id);
@@ -207,7 +216,12 @@ describe('a provider that cannot be read', () => {
     ['Replicate: status polls answer HTTP 500', 'image.generate', { model: 'replicate/flux-schnell', prompt: 'blip fox [status-500:2000]' }, 4_000],
     ['fal: status polls drop the connection', 'image.generate', { model: 'fal/flux-schnell', prompt: 'blip boat [status-drop:2000]' }, 4_000],
     ['Replicate: the output files answer HTTP 503', 'image.generate', { model: 'replicate/flux-schnell', prompt: 'blip owl [file-503:2000]', count: 2 }, 8_000],
-    ['fal: the result URL answers 502, then the video drops the connection', 'video.generate', { model: 'fal/kling-video-v1-standard', prompt: 'blip waves [result-502:2000] [file-drop:2000]', durationSeconds: 5 }, 300_000],
+    [
+      'fal: the result URL answers 502, then the video drops the connection',
+      'video.generate',
+      { model: 'fal/kling-video-v1-standard', prompt: 'blip waves [result-502:2000] [file-drop:2000]', durationSeconds: 5 },
+      300_000,
+    ],
   ] as const)('%s for 2 s, longer than the in-process retries: the execution waits it out, succeeds and is charged', async (_name, tool, args, charge) => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const id = await submit(p.secret, tool, args);
@@ -266,7 +280,7 @@ describe('audio.speech on OpenAI', () => {
     expect(await waitForExecution(stack, p.secret, bad)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
   });
 
-  it("refuses a voice of the other model before anything is reserved", async () => {
+  it('refuses a voice of the other model before anything is reserved', async () => {
     const p = await stack.seed({ creditMicros: 100_000 });
     for (const args of [
       { model: 'openai/gpt-4o-mini-tts', text: 'hi', voice: 'en-us' },
@@ -300,12 +314,21 @@ describe('without PROVIDER_ALLOW_PRIVATE_NETWORKS', () => {
     try {
       const p = await own.seed({ creditMicros: 100_000 });
       const before = fake.requests.length;
-      const q = await own.http().post('/tools/quote').set(bearer(p.secret)).send({ tool: 'image.generate', arguments: { model: 'replicate/flux-schnell', prompt: 'ssrf probe' } });
+      const q = await own
+        .http()
+        .post('/tools/quote')
+        .set(bearer(p.secret))
+        .send({ tool: 'image.generate', arguments: { model: 'replicate/flux-schnell', prompt: 'ssrf probe' } });
       const res = await own
         .http()
         .post('/tools/image.generate')
         .set({ ...bearer(p.secret), 'Idempotency-Key': 'ssrf-probe-1' })
-        .send({ tool: 'image.generate', arguments: { model: 'replicate/flux-schnell', prompt: 'ssrf probe' }, priceVersion: q.body.data.priceVersion, maximumChargeMicros: q.body.data.maximumChargeMicros });
+        .send({
+          tool: 'image.generate',
+          arguments: { model: 'replicate/flux-schnell', prompt: 'ssrf probe' },
+          priceVersion: q.body.data.priceVersion,
+          maximumChargeMicros: q.body.data.maximumChargeMicros,
+        });
       const done = await waitForExecution(own, p.secret, res.body.data.id);
       expect(done).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
       expect(done.errorMessage).toMatch(/refusing to connect to 127\.0\.0\.1/);

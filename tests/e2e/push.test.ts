@@ -61,13 +61,19 @@ describe('Prefer: wait', () => {
     const id = res.body.data.id as string;
     // GET: waits for the end (here about 2 s more); a wait larger than 60 is treated as 60
     const started = Date.now();
-    const got = await stack.http().get(`/tools/executions/${id}`).set({ ...bearer(p.secret), Prefer: 'wait=600' });
+    const got = await stack
+      .http()
+      .get(`/tools/executions/${id}`)
+      .set({ ...bearer(p.secret), Prefer: 'wait=600' });
     expect(got.status).toBe(200);
     expect(got.body.data.status).toBe('succeeded');
     expect(got.headers['preference-applied']).toBe('wait=60');
     expect(Date.now() - started).toBeLessThan(10_000);
     // nonsense is ignored: answered at once, as without the header
-    const plain = await stack.http().get(`/tools/executions/${id}`).set({ ...bearer(p.secret), Prefer: 'wait=soon' });
+    const plain = await stack
+      .http()
+      .get(`/tools/executions/${id}`)
+      .set({ ...bearer(p.secret), Prefer: 'wait=soon' });
     expect(plain.status).toBe(200);
     expect(plain.headers['preference-applied']).toBeUndefined();
   });
@@ -125,7 +131,10 @@ describe('GET /tools/executions/{id}/events', () => {
       expect(resumed.events.every((e) => Number(e.id) > Number(lastSeen.id))).toBe(true);
       expect(resumed.events.at(-1)!.data.status).toBe('succeeded');
       // resuming from the terminal event: nothing more to say, the stream just ends
-      const done = await openEvents(`http://127.0.0.1:${g.port}/tools/executions/${id}/events`, { ...bearer(p.secret), 'Last-Event-ID': resumed.events.at(-1)!.id! });
+      const done = await openEvents(`http://127.0.0.1:${g.port}/tools/executions/${id}/events`, {
+        ...bearer(p.secret),
+        'Last-Event-ID': resumed.events.at(-1)!.id!,
+      });
       await done.ended;
       expect(done.events).toEqual([]);
     } finally {

@@ -12,7 +12,11 @@ async function priceVersion(secret: string): Promise<string> {
 }
 
 async function submit(secret: string, key: string, args: Record<string, unknown>, max: number, v: string): Promise<string> {
-  const res = await stack.http().post('/tools/test.sleep').set({ ...bearer(secret), 'Idempotency-Key': key }).send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
+  const res = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(secret), 'Idempotency-Key': key })
+    .send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
   expect(res.status).toBe(202);
   return res.body.data.id;
 }
@@ -34,14 +38,17 @@ it('cancel racing completion: every execution ends once, succeeded in full or ca
   const p = await stack.seed({ creditMicros: 1_000_000 });
   const v = await priceVersion(p.secret);
   const ids: string[] = [];
-  for (let i = 0; i < 16; i++) ids.push(await submit(p.secret, `race-cancel-${String(i).padStart(2, '0')}`, { seconds: 0.05, steps: 2, costMicrosPerStep: 1_000 }, 2_000, v));
+  for (let i = 0; i < 16; i++)
+    ids.push(await submit(p.secret, `race-cancel-${String(i).padStart(2, '0')}`, { seconds: 0.05, steps: 2, costMicrosPerStep: 1_000 }, 2_000, v));
   // cancels land at staggered moments: before the claim, between steps, after the end
-  await Promise.all(ids.map(async (id, i) => {
-    await new Promise((r) => setTimeout(r, (i % 8) * 15));
-    const res = await stack.http().post(`/tools/executions/${id}/cancel`).set(bearer(p.secret));
-    expect([200, 202, 400]).toContain(res.status);
-    if (res.status === 400) expect(res.body.error.message).toBe('execution_not_cancellable');
-  }));
+  await Promise.all(
+    ids.map(async (id, i) => {
+      await new Promise((r) => setTimeout(r, (i % 8) * 15));
+      const res = await stack.http().post(`/tools/executions/${id}/cancel`).set(bearer(p.secret));
+      expect([200, 202, 400]).toContain(res.status);
+      if (res.status === 400) expect(res.body.error.message).toBe('execution_not_cancellable');
+    }),
+  );
   let charged = 0;
   for (const id of ids) {
     const e = await waitForExecution(stack, p.secret, id);
@@ -65,7 +72,10 @@ it('duplicate and redelivered messages for one execution run it once and settle 
   const id = await submit(p.secret, 'race-dup-01', { seconds: 0.2, steps: 2, costMicrosPerStep: 700 }, 1_400, v);
   const names = topologyNames(stack.config.amqpPrefix, stack.config.waitRecheckMs);
   await withChannel(async (ch) => {
-    for (let i = 0; i < 6; i++) (ch as import('amqplib').ConfirmChannel).publish(names.exchange, 'test', Buffer.from(JSON.stringify({ executionId: id, projectId: p.projectId })), { persistent: true });
+    for (let i = 0; i < 6; i++)
+      (ch as import('amqplib').ConfirmChannel).publish(names.exchange, 'test', Buffer.from(JSON.stringify({ executionId: id, projectId: p.projectId })), {
+        persistent: true,
+      });
     await (ch as import('amqplib').ConfirmChannel).waitForConfirms();
   });
   await stack.startWorker({ WORKER_CONCURRENCY: '4' });
@@ -75,7 +85,7 @@ it('duplicate and redelivered messages for one execution run it once and settle 
   expect(steps.map((s: { attempts: number }) => s.attempts)).toEqual([1, 1]);
   expect(await stack.db('ledger_entries').where({ execution_id: id, kind: 'settle', account: 'charged' })).toHaveLength(1);
   await new Promise((r) => setTimeout(r, 300)); // the other copies were acked without effect
-  expect((await stack.db('executions').where({ id }).first())).toMatchObject({ claims: 1, attempts: 0 });
+  expect(await stack.db('executions').where({ id }).first()).toMatchObject({ claims: 1, attempts: 0 });
 });
 
 it('two relays sweeping the same outbox publish each row exactly once', async () => {
@@ -84,11 +94,13 @@ it('two relays sweeping the same outbox publish each row exactly once', async ()
   const v = await priceVersion(p.secret);
   await stack.stopWorker();
   const ids: string[] = [];
-  for (let i = 0; i < 30; i++) ids.push(await submit(i % 2 ? key2.secret : p.secret, `race-relay-${String(i).padStart(2, '0')}`, { seconds: 0, steps: 1, costMicrosPerStep: 1 }, 1, v));
+  for (let i = 0; i < 30; i++)
+    ids.push(await submit(i % 2 ? key2.secret : p.secret, `race-relay-${String(i).padStart(2, '0')}`, { seconds: 0, steps: 1, costMicrosPerStep: 1 }, 1, v));
   const names = topologyNames(stack.config.amqpPrefix, stack.config.waitRecheckMs);
   const queue = names.queueFor('test');
   // lose every message, as if the gateway had died before publishing any
-  for (let i = 0; i < 50 && (await stack.db('outbox').whereIn('execution_id', ids).whereNull('published_at')).length > 0; i++) await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 50 && (await stack.db('outbox').whereIn('execution_id', ids).whereNull('published_at')).length > 0; i++)
+    await new Promise((r) => setTimeout(r, 50));
   await withChannel((ch) => ch.purgeQueue(queue));
   await stack.db('outbox').whereIn('execution_id', ids).update({ published_at: null });
   const second = await startRelay(loadConfig({ ...process.env, ...stackEnv() }), stack.logger);

@@ -6,7 +6,11 @@ const stack = useStack();
 
 async function run(secret: string, key: string, args: Record<string, unknown>, max: number): Promise<string> {
   const v = (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;
-  const res = await stack.http().post('/tools/test.sleep').set({ ...bearer(secret), 'Idempotency-Key': key }).send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
+  const res = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(secret), 'Idempotency-Key': key })
+    .send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
   expect(res.status).toBe(202);
   return res.body.data.id;
 }
@@ -43,12 +47,16 @@ it('GET /tools/usage counts requests and settled executions of the current UTC m
   expect(d.requestCount).toBeGreaterThanOrEqual(3);
 });
 
-it('the monthly cap counts this month\'s charges and open reservations', async () => {
+it("the monthly cap counts this month's charges and open reservations", async () => {
   const p = await stack.seed({ creditMicros: 100_000, monthlyCapMicros: 5_000 });
   const first = await run(p.secret, 'cap-run-01', { seconds: 0, steps: 1, costMicrosPerStep: 3_000 }, 3_000);
   await waitForExecution(stack, p.secret, first);
   const v = (await stack.http().get('/tools').set(bearer(p.secret))).body.data.priceVersion;
-  const refused = await stack.http().post('/tools/test.sleep').set({ ...bearer(p.secret), 'Idempotency-Key': 'cap-run-02' }).send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 2_001 }, priceVersion: v, maximumChargeMicros: 2_001 });
+  const refused = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(p.secret), 'Idempotency-Key': 'cap-run-02' })
+    .send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 2_001 }, priceVersion: v, maximumChargeMicros: 2_001 });
   expect(refused.status).toBe(429);
   expect(refused.body.error.message).toBe('monthly_cap_exceeded');
   const fits = await run(p.secret, 'cap-run-03', { seconds: 0, steps: 1, costMicrosPerStep: 2_000 }, 2_000);
@@ -84,7 +92,11 @@ it('a published price list gives a new version; quotes under the old one are ref
   const oldQuote = (await stack.http().post('/tools/quote').set(bearer(p.secret)).send({ tool: 'image.render', arguments: args })).body.data;
   expect(oldQuote.maximumChargeMicros).toBe(1_000);
   const accepted = { tool: 'image.render', arguments: args, priceVersion: oldQuote.priceVersion, maximumChargeMicros: oldQuote.maximumChargeMicros };
-  const first = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'before-the-new-prices' }).send(accepted);
+  const first = await stack
+    .http()
+    .post('/tools/image.render')
+    .set({ ...bearer(p.secret), 'Idempotency-Key': 'before-the-new-prices' })
+    .send(accepted);
   expect(first.status).toBe(202);
   const doubled = structuredClone(DEFAULT_PRICE_LIST);
   doubled.tools['image.render']!.models.sharp = { unitPriceMicros: 2_000, minimumMicros: 2_000 };
@@ -92,17 +104,33 @@ it('a published price list gives a new version; quotes under the old one are ref
   try {
     expect(priceVersion).not.toBe(oldQuote.priceVersion);
     // a resend of what was accepted under the old prices is still answered with that execution
-    const resend = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'before-the-new-prices' }).send(accepted);
+    const resend = await stack
+      .http()
+      .post('/tools/image.render')
+      .set({ ...bearer(p.secret), 'Idempotency-Key': 'before-the-new-prices' })
+      .send(accepted);
     expect([200, 202]).toContain(resend.status);
     expect(resend.headers['idempotent-replayed']).toBe('true');
     expect(resend.body.data.id).toBe(first.body.data.id);
     expect(await stack.db('executions').where({ project_id: p.projectId })).toHaveLength(1);
-    const stale = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'stale-quote-1' }).send({ tool: 'image.render', arguments: args, priceVersion: oldQuote.priceVersion, maximumChargeMicros: oldQuote.maximumChargeMicros });
+    const stale = await stack
+      .http()
+      .post('/tools/image.render')
+      .set({ ...bearer(p.secret), 'Idempotency-Key': 'stale-quote-1' })
+      .send({ tool: 'image.render', arguments: args, priceVersion: oldQuote.priceVersion, maximumChargeMicros: oldQuote.maximumChargeMicros });
     expect(stale.status).toBe(400);
-    expect(stale.body.error).toMatchObject({ status: 'FAILED_PRECONDITION', message: 'price_version_mismatch', details: { currentPriceVersion: priceVersion } });
+    expect(stale.body.error).toMatchObject({
+      status: 'FAILED_PRECONDITION',
+      message: 'price_version_mismatch',
+      details: { currentPriceVersion: priceVersion },
+    });
     const fresh = (await stack.http().post('/tools/quote').set(bearer(p.secret)).send({ tool: 'image.render', arguments: args })).body.data;
     expect(fresh).toMatchObject({ priceVersion, maximumChargeMicros: 2_000 });
-    const tooLow = await stack.http().post('/tools/image.render').set({ ...bearer(p.secret), 'Idempotency-Key': 'stale-quote-2' }).send({ tool: 'image.render', arguments: args, priceVersion, maximumChargeMicros: 1_999 });
+    const tooLow = await stack
+      .http()
+      .post('/tools/image.render')
+      .set({ ...bearer(p.secret), 'Idempotency-Key': 'stale-quote-2' })
+      .send({ tool: 'image.render', arguments: args, priceVersion, maximumChargeMicros: 1_999 });
     expect(tooLow.body.error).toMatchObject({ message: 'maximum_charge_insufficient', details: { requiredMaximumChargeMicros: 2_000 } });
   } finally {
     await publishPrices(stack.db, DEFAULT_PRICE_LIST);

@@ -10,7 +10,11 @@ const stack = useStack({ env: { LEASE_TTL_MS: '1500', OUTBOX_GRACE_MS: '300' } }
 
 async function submit(secret: string, key: string, args: Record<string, unknown>, max: number) {
   const v = (await stack.http().get('/tools').set(bearer(secret))).body.data.priceVersion;
-  const res = await stack.http().post('/tools/test.sleep').set({ ...bearer(secret), 'Idempotency-Key': key }).send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
+  const res = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(secret), 'Idempotency-Key': key })
+    .send({ tool: 'test.sleep', arguments: args, priceVersion: v, maximumChargeMicros: max });
   expect(res.status).toBe(202);
   return res.body.data.id as string;
 }
@@ -50,7 +54,10 @@ it('an expired lease is reaped, the zombie worker is fenced out, and the work re
   const id = await submit(p.secret, 'lease-expiry-1', { seconds: 0.5, steps: 4, costMicrosPerStep: 1_000 }, 4_000);
   await waitForExecution(stack, p.secret, id, (e) => (e.progress as { completedSteps: number }).completedSteps >= 1);
   // The worker "hangs": its lease is taken away as the reaper would after expiry.
-  await stack.db('executions').where({ id }).update({ lease_expires_at: stack.db.raw("now() - interval '1 second'") });
+  await stack
+    .db('executions')
+    .where({ id })
+    .update({ lease_expires_at: stack.db.raw("now() - interval '1 second'") });
   const done = await waitForExecution(stack, p.secret, id);
   expect(done.status).toBe('succeeded');
   expect(done.chargedMicros).toBe(4_000);

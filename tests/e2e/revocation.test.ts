@@ -40,7 +40,16 @@ it('a revoked key is refused by every gateway within milliseconds, though its ro
 function envOf(s: typeof stack): Record<string, string> {
   const c = s.config;
   return {
-    DATABASE_URL: c.databaseUrl, AMQP_URL: c.amqpUrl, AMQP_PREFIX: c.amqpPrefix, S3_ENDPOINT: c.s3.endpoint, S3_BUCKET: c.s3.bucket,
-    S3_ACCESS_KEY_ID: c.s3.accessKeyId, S3_SECRET_ACCESS_KEY: c.s3.secretAccessKey, PORT: '0', METRICS_PORT: '0', ENABLE_TEST_TOOLS: '1', AUTH_CACHE_TTL_MS: '5000',
+    DATABASE_URL: c.databaseUrl,
+    AMQP_URL: c.amqpUrl,
+    AMQP_PREFIX: c.amqpPrefix,
+    S3_ENDPOINT: c.s3.endpoint,
+    S3_BUCKET: c.s3.bucket,
+    S3_ACCESS_KEY_ID: c.s3.accessKeyId,
+    S3_SECRET_ACCESS_KEY: c.s3.secretAccessKey,
+    PORT: '0',
+    METRICS_PORT: '0',
+    ENABLE_TEST_TOOLS: '1',
+    AUTH_CACHE_TTL_MS: '5000',
   };
 }

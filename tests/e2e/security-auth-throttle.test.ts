@@ -26,20 +26,23 @@ interface Answer {
 function call(s: TestStack, from: string, o: { method?: string; path?: string; headers?: Record<string, string>; body?: string }): Promise<Answer> {
   const port = Number(new URL(s.baseUrl).port);
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, localAddress: from, agent: false, method: o.method ?? 'GET', path: o.path ?? '/tools/project', headers: o.headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let body: Answer['body'];
-        try {
-          body = JSON.parse(text) as Answer['body'];
-        } catch {
-          body = undefined;
-        }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body });
-      });
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, localAddress: from, agent: false, method: o.method ?? 'GET', path: o.path ?? '/tools/project', headers: o.headers },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body: Answer['body'];
+          try {
+            body = JSON.parse(text) as Answer['body'];
+          } catch {
+            body = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, body });
+        });
+      },
+    );
     req.on('error', reject);
     req.end(o.body);
   });
@@ -132,13 +135,33 @@ describe('authentication and the rate limit come before the body is read', () =>
     const big = JSON.stringify({ tool: 'image.render', arguments: { text: 'x'.repeat(70_000) } });
     expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: json, body: '{"tool": ' }), 401, 'platform_api_key_missing');
     expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: json, body: big }), 401, 'platform_api_key_missing');
-    expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { 'Content-Type': 'text/plain' }, body: 'hello' }), 401, 'platform_api_key_missing');
-    expectError(await call(stack, from, { method: 'POST', path: '/tools/image.render', headers: { ...json, ...bearer(WRONG) }, body: '[[[' }), 401, 'platform_api_key_invalid');
+    expectError(
+      await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { 'Content-Type': 'text/plain' }, body: 'hello' }),
+      401,
+      'platform_api_key_missing',
+    );
+    expectError(
+      await call(stack, from, { method: 'POST', path: '/tools/image.render', headers: { ...json, ...bearer(WRONG) }, body: '[[[' }),
+      401,
+      'platform_api_key_invalid',
+    );
     // with a key, the body is read and judged as before
     const p = await stack.seed();
-    expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { ...json, ...bearer(p.secret) }, body: '{"tool": ' }), 400, 'invalid_json');
-    expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { ...json, ...bearer(p.secret) }, body: big }), 413, 'request_too_large');
-    expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { 'Content-Type': 'text/plain', ...bearer(p.secret) }, body: 'hello' }), 400, 'unsupported_media_type');
+    expectError(
+      await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { ...json, ...bearer(p.secret) }, body: '{"tool": ' }),
+      400,
+      'invalid_json',
+    );
+    expectError(
+      await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { ...json, ...bearer(p.secret) }, body: big }),
+      413,
+      'request_too_large',
+    );
+    expectError(
+      await call(stack, from, { method: 'POST', path: '/tools/quote', headers: { 'Content-Type': 'text/plain', ...bearer(p.secret) }, body: 'hello' }),
+      400,
+      'unsupported_media_type',
+    );
   });
 
   it('such requests count as failed authentications of their address', async () => {
@@ -151,7 +174,7 @@ describe('authentication and the rate limit come before the body is read', () =>
     expectError(await call(stack, from, { method: 'POST', path: '/tools/quote', headers: json, body: '{"tool": ' }), 429, 'rate_limit_exceeded');
   });
 
-  it("a key past its request limit gets 429 before its body is judged", async () => {
+  it('a key past its request limit gets 429 before its body is judged', async () => {
     const p = await proxied.seed();
     const from = '127.0.19.2';
     for (let i = 0; i < 5; i++) expect((await call(proxied, from, { headers: bearer(p.secret) })).status).toBe(200);

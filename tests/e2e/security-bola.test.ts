@@ -52,8 +52,14 @@ beforeAll(async () => {
   ids.bDone = await submitSleep(b.secret, { seconds: 0, steps: 1, costMicrosPerStep: 100 });
   ids.aArt = await artifactOf(a.secret, ids.aDone);
   ids.bArt = await artifactOf(b.secret, ids.bDone);
-  const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#224466' } }).png().toBuffer();
-  const up = await stack.http().post('/tools/upload').set(bearer(a.secret)).send({ mimeType: 'image/png', data: png.toString('base64') });
+  const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#224466' } })
+    .png()
+    .toBuffer();
+  const up = await stack
+    .http()
+    .post('/tools/upload')
+    .set(bearer(a.secret))
+    .send({ mimeType: 'image/png', data: png.toString('base64') });
   expect(up.status).toBe(200);
   ids.aFile = up.body.data.id;
   // Without a worker, A's next execution stays queued: the state a cancel would change at once.
@@ -63,7 +69,11 @@ beforeAll(async () => {
   // Controls: with A's own key these exact requests succeed, so a 404 for B means something.
   expect((await stack.http().get(`/tools/executions/${ids.aQueued}`).set(bearer(a.secret))).body.data.status).toBe('queued');
   expect((await stack.http().get(`/tools/executions/${ids.aDone}/artifacts/${ids.aArt}/download`).set(bearer(a.secret))).status).toBe(200);
-  const quote = await stack.http().post('/tools/quote').set(bearer(a.secret)).send({ tool: 'image.transform', arguments: { fileId: ids.aFile } });
+  const quote = await stack
+    .http()
+    .post('/tools/quote')
+    .set(bearer(a.secret))
+    .send({ tool: 'image.transform', arguments: { fileId: ids.aFile } });
   expect(quote.status).toBe(200);
   transformMax = quote.body.data.maximumChargeMicros;
   baseline = await snapshot();
@@ -136,10 +146,34 @@ interface Probe {
 const http = () => stack.http();
 const transformBody = (fileId: string) => ({ tool: 'image.transform', arguments: { fileId }, priceVersion, maximumChargeMicros: transformMax });
 const probes: Probe[] = [
-  { route: 'GET execution (A succeeded)', scope: 'executions:read', code: [404, 'execution_not_found'], theirs: () => [ids.aDone], request: (s, [e]) => http().get(`/tools/executions/${e}`).set(bearer(s)) },
-  { route: 'GET execution (A queued)', scope: 'executions:read', code: [404, 'execution_not_found'], theirs: () => [ids.aQueued], request: (s, [e]) => http().get(`/tools/executions/${e}`).set(bearer(s)) },
-  { route: 'cancel (A queued)', scope: 'tools:execute', code: [404, 'execution_not_found'], theirs: () => [ids.aQueued], request: (s, [e]) => http().post(`/tools/executions/${e}/cancel`).set(bearer(s)) },
-  { route: 'cancel (A succeeded)', scope: 'tools:execute', code: [404, 'execution_not_found'], theirs: () => [ids.aDone], request: (s, [e]) => http().post(`/tools/executions/${e}/cancel`).set(bearer(s)) },
+  {
+    route: 'GET execution (A succeeded)',
+    scope: 'executions:read',
+    code: [404, 'execution_not_found'],
+    theirs: () => [ids.aDone],
+    request: (s, [e]) => http().get(`/tools/executions/${e}`).set(bearer(s)),
+  },
+  {
+    route: 'GET execution (A queued)',
+    scope: 'executions:read',
+    code: [404, 'execution_not_found'],
+    theirs: () => [ids.aQueued],
+    request: (s, [e]) => http().get(`/tools/executions/${e}`).set(bearer(s)),
+  },
+  {
+    route: 'cancel (A queued)',
+    scope: 'tools:execute',
+    code: [404, 'execution_not_found'],
+    theirs: () => [ids.aQueued],
+    request: (s, [e]) => http().post(`/tools/executions/${e}/cancel`).set(bearer(s)),
+  },
+  {
+    route: 'cancel (A succeeded)',
+    scope: 'tools:execute',
+    code: [404, 'execution_not_found'],
+    theirs: () => [ids.aDone],
+    request: (s, [e]) => http().post(`/tools/executions/${e}/cancel`).set(bearer(s)),
+  },
   {
     route: 'download (A execution, A artifact)',
     scope: 'executions:read',
@@ -154,13 +188,27 @@ const probes: Probe[] = [
     theirs: () => [ids.aArt],
     request: (s, [art]) => http().get(`/tools/executions/${ids.bDone}/artifacts/${art}/download`).set(bearer(s)),
   },
-  { route: 'quote image.transform {fileId: A file}', scope: 'tools:read', code: [400, 'file_not_found'], theirs: () => [ids.aFile], request: (s, [f]) => http().post('/tools/quote').set(bearer(s)).send({ tool: 'image.transform', arguments: { fileId: f } }) },
+  {
+    route: 'quote image.transform {fileId: A file}',
+    scope: 'tools:read',
+    code: [400, 'file_not_found'],
+    theirs: () => [ids.aFile],
+    request: (s, [f]) =>
+      http()
+        .post('/tools/quote')
+        .set(bearer(s))
+        .send({ tool: 'image.transform', arguments: { fileId: f } }),
+  },
   {
     route: 'submit image.transform {fileId: A file}',
     scope: 'tools:execute',
     code: [400, 'file_not_found'],
     theirs: () => [ids.aFile],
-    request: (s, [f]) => http().post('/tools/image.transform').set({ ...bearer(s), 'Idempotency-Key': randomUUID() }).send(transformBody(f!)),
+    request: (s, [f]) =>
+      http()
+        .post('/tools/image.transform')
+        .set({ ...bearer(s), 'Idempotency-Key': randomUUID() })
+        .send(transformBody(f!)),
   },
 ];
 
@@ -179,12 +227,26 @@ describe(`BOLA matrix: ${probes.length} routes x ${SCOPES.length * ROLES.length 
         ? { status: probe.code[0], message: probe.code[1] }
         : { status: 403, message: 'platform_api_key_scope_required', requiredScope: probe.scope };
       const body = JSON.parse(got.body) as { error: { message: string; details?: { requiredScope?: string } } };
-      expect({ context, status: got.status, message: body.error.message, ...(expected.status === 403 ? { requiredScope: body.error.details?.requiredScope } : {}) }).toEqual({ context, ...expected });
+      expect({
+        context,
+        status: got.status,
+        message: body.error.message,
+        ...(expected.status === 403 ? { requiredScope: body.error.details?.requiredScope } : {}),
+      }).toEqual({ context, ...expected });
     }
   });
 
   it("GET /tools/executions never lists A's executions for any B key, with any filter", async () => {
-    const queries = ['', '?limit=100', '?status=queued', '?status=succeeded', '?tool=test.sleep', '?tool=image.transform', `?before=${newId('exe')}`, `?before=${ids.aQueued}&limit=100`];
+    const queries = [
+      '',
+      '?limit=100',
+      '?status=queued',
+      '?status=succeeded',
+      '?tool=test.sleep',
+      '?tool=image.transform',
+      `?before=${newId('exe')}`,
+      `?before=${ids.aQueued}&limit=100`,
+    ];
     // control: the same queries do find A's executions for A's own key
     const own = await http().get('/tools/executions?limit=100').set(bearer(a.secret));
     expect(own.body.data.map((e: { id: string }) => e.id)).toEqual(expect.arrayContaining([ids.aDone, ids.aQueued]));

@@ -76,10 +76,25 @@ describe("requests Node's HTTP parser refuses get the envelope, then the connect
     ['a malformed request line', 'GET /tools HTTP/1.1 extra\r\nHost: x\r\n\r\n', 400, 'invalid_request'],
     ['not HTTP at all', 'HELLO\r\n\r\n', 400, 'invalid_request'],
     ['a 20 KB header', `GET /tools HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`, 431, 'request_too_large'],
-    ['two different Content-Lengths', 'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}', 400, 'invalid_request'],
+    [
+      'two different Content-Lengths',
+      'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+      400,
+      'invalid_request',
+    ],
     ['a Content-Length that is not a number', 'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Length: 2x\r\n\r\n{}', 400, 'invalid_request'],
-    ['Content-Length with Transfer-Encoding', 'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'invalid_request'],
-    ['a broken chunked body', 'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n', 400, 'invalid_request'],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      'invalid_request',
+    ],
+    [
+      'a broken chunked body',
+      'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n',
+      400,
+      'invalid_request',
+    ],
     ['a header name with a space', 'GET /tools HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n', 400, 'invalid_request'],
     ['HTTP/1.1 without Host', 'GET /tools HTTP/1.1\r\n\r\n', 400, 'invalid_request'],
     ['an Expect other than 100-continue', 'GET /tools HTTP/1.1\r\nHost: x\r\nExpect: something\r\nConnection: close\r\n\r\n', 417, 'invalid_request'],
@@ -94,7 +109,9 @@ describe("requests Node's HTTP parser refuses get the envelope, then the connect
   });
 
   it('a body longer than its Content-Length: the excess is a malformed request, answered with the envelope', async () => {
-    const responses = await exchange('POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}GARBAGE GARBAGE\r\n\r\n');
+    const responses = await exchange(
+      'POST /tools/quote HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}GARBAGE GARBAGE\r\n\r\n',
+    );
     expect(responses.length).toBeGreaterThanOrEqual(1);
     // whether the first request's own answer (401, no key) is still sent depends on timing;
     // every answer that is sent is enveloped, and the last one is the parser's 400
@@ -117,7 +134,9 @@ describe('methods a known path does not take: 405 with Allow and the envelope', 
   });
 
   const request = (method: string, path: string, headers: Record<string, string> = {}) =>
-    `${method} ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
+    `${method} ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${Object.entries(headers)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('')}\r\n`;
 
   it('OPTIONS and other methods on authenticated paths, with a key', async () => {
     const cases: [string, string, string][] = [
@@ -145,7 +164,12 @@ describe('methods a known path does not take: 405 with Allow and the envelope', 
   });
 
   it('public paths answer 405 without a key; HEAD of a POST-only path has no body', async () => {
-    for (const [method, path] of [['OPTIONS', '/openapi.json'], ['POST', '/docs'], ['DELETE', '/docs/init.js'], ['OPTIONS', '/docs/assets/swagger-ui.css']] as const) {
+    for (const [method, path] of [
+      ['OPTIONS', '/openapi.json'],
+      ['POST', '/docs'],
+      ['DELETE', '/docs/init.js'],
+      ['OPTIONS', '/docs/assets/swagger-ui.css'],
+    ] as const) {
       const [r] = await exchange(request(method, path));
       expectEnvelope(r, 405, 'UNIMPLEMENTED', 'method_not_allowed');
       expect(r!.headers.allow).toBe('GET, HEAD');
@@ -157,7 +181,11 @@ describe('methods a known path does not take: 405 with Allow and the envelope', 
   });
 
   it('unknown paths stay 404 route_not_found, whatever the method', async () => {
-    for (const [method, path] of [['OPTIONS', '/nope'], ['DELETE', '/tools/a/b/c'], ['GET', '/tools/executions/x/y']] as const) {
+    for (const [method, path] of [
+      ['OPTIONS', '/nope'],
+      ['DELETE', '/tools/a/b/c'],
+      ['GET', '/tools/executions/x/y'],
+    ] as const) {
       const [r] = await exchange(request(method, path, bearer(secret)));
       expectEnvelope(r, 404, 'NOT_FOUND', 'route_not_found');
       expect(r!.headers.allow).toBeUndefined();

@@ -23,7 +23,14 @@ const farFuture = () => new Date(Date.now() + 86_400_000);
 
 beforeAll(async () => {
   s3 = await startEmbeddedS3();
-  options = { endpoint: s3.endpoint, publicEndpoint: s3.endpoint, bucket, region: 'us-east-1', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey };
+  options = {
+    endpoint: s3.endpoint,
+    publicEndpoint: s3.endpoint,
+    bucket,
+    region: 'us-east-1',
+    accessKeyId: s3.accessKeyId,
+    secretAccessKey: s3.secretAccessKey,
+  };
   store = new ObjectStore(options);
   await store.ensureBucket();
   await store.put({ key, body: bytes, contentType: 'image/png' });
@@ -51,7 +58,10 @@ async function presign(k = key): Promise<string> {
 }
 
 function amzDate(d = new Date()): string {
-  return d.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  return d
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
 }
 
 describe('requests without a valid SigV4 signature', () => {
@@ -170,9 +180,17 @@ describe('signed requests', () => {
       for (const name of [...u.searchParams.keys()]) if (name.startsWith('X-Amz-')) u.searchParams.delete(name);
     });
     edit('query removed', (u) => (u.search = ''));
-    const client = new S3Client({ endpoint: s3.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey } });
+    const client = new S3Client({
+      endpoint: s3.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey },
+    });
     try {
-      const expired = await getSignedUrl(client, new GetObjectCommand({ Bucket: bucket, Key: key }), { expiresIn: 60, signingDate: new Date(Date.now() - 120_000) });
+      const expired = await getSignedUrl(client, new GetObjectCommand({ Bucket: bucket, Key: key }), {
+        expiresIn: 60,
+        signingDate: new Date(Date.now() - 120_000),
+      });
       variants.push(['expired', expired]);
     } finally {
       client.destroy();

@@ -39,7 +39,9 @@ afterAll(async () => {
 
 /** A valid PNG with a tEXt chunk right after IHDR: the marker sits in the first 100 bytes of the file. */
 async function pngWithText(text: string): Promise<Buffer> {
-  const base = await sharp({ create: { width: 16, height: 12, channels: 3, background: '#6a3d9a' } }).png().toBuffer();
+  const base = await sharp({ create: { width: 16, height: 12, channels: 3, background: '#6a3d9a' } })
+    .png()
+    .toBuffer();
   const typeAndData = Buffer.concat([Buffer.from('tEXt'), Buffer.from('Comment\0'), Buffer.from(text)]);
   const chunk = Buffer.alloc(typeAndData.length + 8);
   chunk.writeUInt32BE(typeAndData.length - 4, 0);
@@ -122,7 +124,8 @@ async function leaks(): Promise<string[]> {
   const logs = stack.logs.text();
   // positive controls: the dump holds data, the capture holds records of all three services
   expect(dump).toContain('COPY public.api_keys');
-  for (const event of ['gateway.http.request', 'gateway.artifact.presigned', 'gateway.upload.stored', 'worker.execution.settled', 'relay.started']) expect(logs).toContain(event);
+  for (const event of ['gateway.http.request', 'gateway.artifact.presigned', 'gateway.upload.stored', 'worker.execution.settled', 'relay.started'])
+    expect(logs).toContain(event);
   const hits: string[] = [];
   for (const n of needles()) {
     if (dump.includes(n.value)) hits.push(`database dump: ${n.label}`);
@@ -147,7 +150,11 @@ describe('secrets at rest and in logs', () => {
     for (const s of secrets) await stack.http().get('/tools/project').set(auth(s.secret)); // 200, 401 revoked, 401 expired
     expect((await stack.http().get('/tools/project').set(auth(revoked))).status).toBe(401);
 
-    const up = await stack.http().post('/tools/upload').set(auth(member)).send({ mimeType: 'image/png', data: png.toString('base64') });
+    const up = await stack
+      .http()
+      .post('/tools/upload')
+      .set(auth(member))
+      .send({ mimeType: 'image/png', data: png.toString('base64') });
     expect(up.status).toBe(200);
     const sleep = await run(p.secret, 'test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 50 });
     // the worker reads the marked file's bytes: its logs are in scope too
@@ -163,7 +170,10 @@ describe('secrets at rest and in logs', () => {
 
   it('api_keys stores per key a 32-byte digest equal to sha256(secret), and nothing else derived from it', async () => {
     expect(secrets.length).toBe(6); // the keys of the first test, revoked and expired ones included
-    const rows = await stack.db('api_keys').whereIn('id', secrets.map((s) => s.keyId));
+    const rows = await stack.db('api_keys').whereIn(
+      'id',
+      secrets.map((s) => s.keyId),
+    );
     expect(rows).toHaveLength(secrets.length);
     for (const { keyId, secret } of secrets) {
       const row = rows.find((r) => r.id === keyId)!;
@@ -187,35 +197,108 @@ describe('secrets at rest and in logs', () => {
     };
     const statuses = [
       // a valid secret on unknown paths, one of them holding the secret itself
-      (await http().get(`/tools/no-such-route/${s}`).set({ ...auth(s), ...rid('unknown-tools-path') })).status,
-      (await http().get(`/nowhere?key=${s}`).set({ ...auth(s), ...rid('unknown-path') })).status,
-      (await http().get(`/tools/executions/${s}`).set({ ...auth(s), ...rid('id-path') })).status,
+      (
+        await http()
+          .get(`/tools/no-such-route/${s}`)
+          .set({ ...auth(s), ...rid('unknown-tools-path') })
+      ).status,
+      (
+        await http()
+          .get(`/nowhere?key=${s}`)
+          .set({ ...auth(s), ...rid('unknown-path') })
+      ).status,
+      (
+        await http()
+          .get(`/tools/executions/${s}`)
+          .set({ ...auth(s), ...rid('id-path') })
+      ).status,
       // an Idempotency-Key that is a secret, too long (3 x 45 + 2 = 137 > 128 characters)
-      (await http().post('/tools/test.sleep').set({ ...auth(s), 'Idempotency-Key': `${s}.${s}.${s}`, ...rid('idem') }).send({})).status,
+      (
+        await http()
+          .post('/tools/test.sleep')
+          .set({ ...auth(s), 'Idempotency-Key': `${s}.${s}.${s}`, ...rid('idem') })
+          .send({})
+      ).status,
       // query strings: a legal filter value, an illegal cursor, an unknown parameter
-      (await http().get(`/tools/executions?tool=${s}`).set({ ...auth(s), ...rid('query-tool') })).status,
-      (await http().get(`/tools/executions?before=${s}`).set({ ...auth(s), ...rid('query-before') })).status,
-      (await http().get(`/tools/executions?${s}=1`).set({ ...auth(s), ...rid('query-name') })).status,
+      (
+        await http()
+          .get(`/tools/executions?tool=${s}`)
+          .set({ ...auth(s), ...rid('query-tool') })
+      ).status,
+      (
+        await http()
+          .get(`/tools/executions?before=${s}`)
+          .set({ ...auth(s), ...rid('query-before') })
+      ).status,
+      (
+        await http()
+          .get(`/tools/executions?${s}=1`)
+          .set({ ...auth(s), ...rid('query-name') })
+      ).status,
       // a secret as the request id: legal characters, so it is echoed back and becomes the logged requestId
-      (await http().get('/tools/project').set({ ...auth(t), 'X-Request-Id': s })).status,
+      (
+        await http()
+          .get('/tools/project')
+          .set({ ...auth(t), 'X-Request-Id': s })
+      ).status,
       // malformed Authorization values carrying a valid secret
-      (await http().get('/tools/project').set({ ...auth(s, 'Token'), ...rid('scheme') })).status,
-      (await http().get('/tools/project').set({ ...auth(`${s} ${t}`), ...rid('two-tokens') })).status,
+      (
+        await http()
+          .get('/tools/project')
+          .set({ ...auth(s, 'Token'), ...rid('scheme') })
+      ).status,
+      (
+        await http()
+          .get('/tools/project')
+          .set({ ...auth(`${s} ${t}`), ...rid('two-tokens') })
+      ).status,
       // bodies: broken JSON, a secret as the tool name, as upload data, inside tool arguments
-      (await http().post('/tools/quote').set({ ...auth(s), 'Content-Type': 'application/json', ...rid('bad-json') }).send(`{"tool":"${s}`)).status,
-      (await http().post('/tools/quote').set({ ...auth(s), ...rid('tool-name') }).send({ tool: s, arguments: {} })).status,
-      (await http().post('/tools/upload').set({ ...auth(s), ...rid('upload') }).send({ mimeType: 'image/png', data: s })).status,
-      (await http().post('/tools/quote').set({ ...auth(s), ...rid('arguments') }).send({ tool: 'test.sleep', arguments: { seconds: s, steps: 1, costMicrosPerStep: 0 } })).status,
+      (
+        await http()
+          .post('/tools/quote')
+          .set({ ...auth(s), 'Content-Type': 'application/json', ...rid('bad-json') })
+          .send(`{"tool":"${s}`)
+      ).status,
+      (
+        await http()
+          .post('/tools/quote')
+          .set({ ...auth(s), ...rid('tool-name') })
+          .send({ tool: s, arguments: {} })
+      ).status,
+      (
+        await http()
+          .post('/tools/upload')
+          .set({ ...auth(s), ...rid('upload') })
+          .send({ mimeType: 'image/png', data: s })
+      ).status,
+      (
+        await http()
+          .post('/tools/quote')
+          .set({ ...auth(s), ...rid('arguments') })
+          .send({ tool: 'test.sleep', arguments: { seconds: s, steps: 1, costMicrosPerStep: 0 } })
+      ).status,
     ];
     expect(statuses).toEqual([404, 404, 404, 400, 200, 400, 400, 200, 401, 401, 400, 404, 400, 400]);
     // Text Postgres cannot store (NUL, unpaired surrogates) once reached the database and
     // answered 500; it is refused at the edge now, and nothing of it reaches a log.
     const render = { tool: 'image.render', arguments: { text: `\u0000${s}`, width: 16, height: 16 } };
     const refused = [
-      await http().get(`/tools/executions?tool=%00${s}`).set({ ...auth(s), ...rid('nul-query') }),
-      await http().post('/tools/quote').set({ ...auth(s), ...rid('nul-quote') }).send(render),
-      await http().post('/tools/image.render').set({ ...auth(s), 'Idempotency-Key': randomUUID(), ...rid('nul-arguments') }).send({ ...render, priceVersion, maximumChargeMicros: 1_000 }),
-      await http().post('/tools/quote').set({ ...auth(s), ...rid('lone-surrogate') }).set('Content-Type', 'application/json').send(`{"tool":"image.render","arguments":{"text":"\\ud800${s}"}}`),
+      await http()
+        .get(`/tools/executions?tool=%00${s}`)
+        .set({ ...auth(s), ...rid('nul-query') }),
+      await http()
+        .post('/tools/quote')
+        .set({ ...auth(s), ...rid('nul-quote') })
+        .send(render),
+      await http()
+        .post('/tools/image.render')
+        .set({ ...auth(s), 'Idempotency-Key': randomUUID(), ...rid('nul-arguments') })
+        .send({ ...render, priceVersion, maximumChargeMicros: 1_000 }),
+      await http()
+        .post('/tools/quote')
+        .set({ ...auth(s), ...rid('lone-surrogate') })
+        .set('Content-Type', 'application/json')
+        .send(`{"tool":"image.render","arguments":{"text":"\\ud800${s}"}}`),
     ];
     for (const res of refused) expect([res.status, res.body.error?.message]).toEqual([400, 'invalid_request']);
     expect(stack.logs.text()).not.toContain('gateway.http.unhandled');

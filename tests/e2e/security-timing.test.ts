@@ -78,7 +78,9 @@ describe('authentication in the running gateway', () => {
         spy.mockClear();
         expect((await stack.http().get('/tools/project').set(bearer(presented))).status).toBe(status);
         const mine = digestSecret(presented);
-        const calls = spy.mock.calls.map((args, i) => ({ args, result: spy.mock.results[i]!.value })).filter(({ args }) => Buffer.from(args[0] as Buffer).equals(mine));
+        const calls = spy.mock.calls
+          .map((args, i) => ({ args, result: spy.mock.results[i]!.value }))
+          .filter(({ args }) => Buffer.from(args[0] as Buffer).equals(mine));
         expect(calls).toHaveLength(1);
         expect(Buffer.from(calls[0]!.args[1] as Buffer).equals(stored)).toBe(true);
         expect([stored.length, calls[0]!.result]).toEqual([32, equal]);
@@ -194,7 +196,9 @@ async function measure(block: number, first: string, last: string, pairs: number
       const started = process.hrtime.bigint();
       const req = http.request({ host: '127.0.0.1', port, path: '/tools/project', localAddress, agent, headers: bearer(secret) }, (res) => {
         res.resume();
-        res.on('end', () => (res.statusCode === 401 ? resolve(Number(process.hrtime.bigint() - started) / 1e6) : reject(new Error(`status ${res.statusCode}`))));
+        res.on('end', () =>
+          res.statusCode === 401 ? resolve(Number(process.hrtime.bigint() - started) / 1e6) : reject(new Error(`status ${res.statusCode}`)),
+        );
       });
       req.on('error', reject);
       req.end();

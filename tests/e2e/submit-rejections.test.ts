@@ -37,18 +37,58 @@ async function nothingChanged(projectId: string, availableBefore: number): Promi
 }
 
 function submit(secret: string, body: unknown, key = `k-${Math.random().toString(36).slice(2, 12)}`, tool = 'test.sleep') {
-  return stack.http().post(`/tools/${tool}`).set({ ...bearer(secret), 'Idempotency-Key': key }).send(body as object);
+  return stack
+    .http()
+    .post(`/tools/${tool}`)
+    .set({ ...bearer(secret), 'Idempotency-Key': key })
+    .send(body as object);
 }
 
 describe('rejected submits change nothing', () => {
   const cases: [string, (v: string) => unknown, number, string, string][] = [
-    ['bad input', (v) => ({ tool: 'test.sleep', arguments: { ...SLEEP, steps: 21 }, priceVersion: v, maximumChargeMicros: 10_000 }), 400, 'INVALID_ARGUMENT', 'invalid_arguments'],
-    ['unknown argument', (v) => ({ tool: 'test.sleep', arguments: { ...SLEEP, extra: 1 }, priceVersion: v, maximumChargeMicros: 10_000 }), 400, 'INVALID_ARGUMENT', 'invalid_arguments'],
-    ['wrong price version', () => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: '1999-01-01.1', maximumChargeMicros: 10_000 }), 400, 'FAILED_PRECONDITION', 'price_version_mismatch'],
-    ['insufficient maximum', (v) => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: v, maximumChargeMicros: 999 }), 400, 'FAILED_PRECONDITION', 'maximum_charge_insufficient'],
-    ['body tool differs from path', (v) => ({ tool: 'image.render', arguments: SLEEP, priceVersion: v, maximumChargeMicros: 10_000 }), 400, 'INVALID_ARGUMENT', 'tool_mismatch'],
+    [
+      'bad input',
+      (v) => ({ tool: 'test.sleep', arguments: { ...SLEEP, steps: 21 }, priceVersion: v, maximumChargeMicros: 10_000 }),
+      400,
+      'INVALID_ARGUMENT',
+      'invalid_arguments',
+    ],
+    [
+      'unknown argument',
+      (v) => ({ tool: 'test.sleep', arguments: { ...SLEEP, extra: 1 }, priceVersion: v, maximumChargeMicros: 10_000 }),
+      400,
+      'INVALID_ARGUMENT',
+      'invalid_arguments',
+    ],
+    [
+      'wrong price version',
+      () => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: '1999-01-01.1', maximumChargeMicros: 10_000 }),
+      400,
+      'FAILED_PRECONDITION',
+      'price_version_mismatch',
+    ],
+    [
+      'insufficient maximum',
+      (v) => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: v, maximumChargeMicros: 999 }),
+      400,
+      'FAILED_PRECONDITION',
+      'maximum_charge_insufficient',
+    ],
+    [
+      'body tool differs from path',
+      (v) => ({ tool: 'image.render', arguments: SLEEP, priceVersion: v, maximumChargeMicros: 10_000 }),
+      400,
+      'INVALID_ARGUMENT',
+      'tool_mismatch',
+    ],
     ['missing field', (v) => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: v }), 400, 'INVALID_ARGUMENT', 'invalid_request'],
-    ['float money', (v) => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: v, maximumChargeMicros: 1000.5 }), 400, 'INVALID_ARGUMENT', 'invalid_request'],
+    [
+      'float money',
+      (v) => ({ tool: 'test.sleep', arguments: SLEEP, priceVersion: v, maximumChargeMicros: 1000.5 }),
+      400,
+      'INVALID_ARGUMENT',
+      'invalid_request',
+    ],
   ];
 
   it.each(cases)('%s', async (_name, body, http, status, message) => {

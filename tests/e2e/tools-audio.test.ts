@@ -19,7 +19,6 @@ const TRANSCODE = DEFAULT_PRICE_LIST.tools['audio.transcode']!.models.ffmpeg!;
 const CREDIT = 1_000_000;
 const exec = promisify(execFile);
 
-
 interface Exe {
   id: string;
   status: string;
@@ -28,7 +27,13 @@ interface Exe {
   errorCode: string | null;
   errorMessage: string | null;
   steps: { name: string; status: string; costMicros: number }[];
-  output: { artifacts: { id: string; format: string; mimeType: string }[]; durationSeconds: number; sampleRate: number; channels: number; codec?: string } | null;
+  output: {
+    artifacts: { id: string; format: string; mimeType: string }[];
+    durationSeconds: number;
+    sampleRate: number;
+    channels: number;
+    codec?: string;
+  } | null;
 }
 
 async function run(secret: string, tool: string, args: Record<string, unknown>): Promise<Exe> {
@@ -119,7 +124,11 @@ describe('audio.speech', () => {
     const p = await stack.seed({ creditMicros: CREDIT });
     const text = `${'hello '.repeat(166)}hello`; // 1,001 characters
     expect(text).toHaveLength(1001);
-    const q = await stack.http().post('/tools/quote').set(bearer(p.secret)).send({ tool: 'audio.speech', arguments: { text, rate: 450 } });
+    const q = await stack
+      .http()
+      .post('/tools/quote')
+      .set(bearer(p.secret))
+      .send({ tool: 'audio.speech', arguments: { text, rate: 450 } });
     expect(q.body.data).toMatchObject({ estimatedUnits: 2, maximumChargeMicros: 2 * SPEECH.unitPriceMicros, unit: '1k_characters' });
     const exe = await run(p.secret, 'audio.speech', { text, rate: 450, format: 'mp3' });
     await artifactOf(p.secret, exe);
@@ -199,7 +208,10 @@ describe('audio.transcode', () => {
 
   it('refuses, in the free probe step, a WAV output over the 50 MiB cap', async () => {
     const p = await stack.seed({ creditMicros: CREDIT });
-    const long = await ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=440:duration=600', '-ac', '2', '-ar', '48000', '-c:a', 'libmp3lame', '-b:a', '32k'], 'l.mp3');
+    const long = await ffmpegMake(
+      ['-f', 'lavfi', '-i', 'sine=frequency=440:duration=600', '-ac', '2', '-ar', '48000', '-c:a', 'libmp3lame', '-b:a', '32k'],
+      'l.mp3',
+    );
     const fileId = await upload(stack, p.secret, 'audio/mpeg', long);
     // 600 s x 48 kHz x 2 channels x 2 bytes = 115 MB
     const exe = await run(p.secret, 'audio.transcode', { fileId, format: 'wav' });
@@ -210,7 +222,10 @@ describe('audio.transcode', () => {
 
   it('fails an MP4 without an audio stream with invalid_input_file, charging nothing', async () => {
     const p = await stack.seed({ creditMicros: CREDIT });
-    const silentVideo = await ffmpegMake(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=2', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-an'], 'v.mp4');
+    const silentVideo = await ffmpegMake(
+      ['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=2', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-an'],
+      'v.mp4',
+    );
     expect((await probeBytes(silentVideo, 'mp4')).streams.map((s) => s.codec_type)).toEqual(['video']);
     const fileId = await upload(stack, p.secret, 'video/mp4', silentVideo);
     const exe = await run(p.secret, 'audio.transcode', { fileId, format: 'mp3', durationSeconds: 5 });

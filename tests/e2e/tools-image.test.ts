@@ -12,7 +12,6 @@ const CREDIT = 1_000_000;
 const TRANSFORM_MP = 1_000; // DEFAULT_PRICE_LIST: image.transform per started megapixel
 const THUMB_FRAME = 500; // video.thumbnail per frame
 
-
 type Execution = Record<string, unknown> & { output: { artifacts: { id: string; mimeType: string }[] } & Record<string, unknown> };
 
 async function catalogExample(secret: string, tool: string): Promise<Record<string, unknown>> {
@@ -53,7 +52,10 @@ describe('image.transform', () => {
     expect(await quoteMax(p.secret, 'image.transform', args)).toBe(1 * TRANSFORM_MP);
     const e = (await runTool(stack, p.secret, 'image.transform', args)) as Execution;
     expect(e.status).toBe('succeeded');
-    expect((e.steps as { name: string; costMicros: number }[]).map((s) => [s.name, s.costMicros])).toEqual([['probe', 0], ['transform', TRANSFORM_MP]]);
+    expect((e.steps as { name: string; costMicros: number }[]).map((s) => [s.name, s.costMicros])).toEqual([
+      ['probe', 0],
+      ['transform', TRANSFORM_MP],
+    ]);
     expect(e.chargedMicros).toBe(1 * TRANSFORM_MP); // 360x600 = 0.216 MP -> 1 started megapixel
     const [jpeg, ...rest] = await artifactsOf(p.secret, e);
     expect(rest).toHaveLength(0);
@@ -100,10 +102,13 @@ describe('image.transform', () => {
 
   it.each([
     ['bytes with the PNG magic number and garbage after it', () => Promise.resolve(pngMagicGarbage())],
-    ['a PNG cut in half (valid header, truncated pixels)', async () => {
-      const png = await makeMedia.png('320x200');
-      return png.subarray(0, Math.floor(png.length / 2));
-    }],
+    [
+      'a PNG cut in half (valid header, truncated pixels)',
+      async () => {
+        const png = await makeMedia.png('320x200');
+        return png.subarray(0, Math.floor(png.length / 2));
+      },
+    ],
   ])('a corrupt upload (%s) fails the probe with invalid_input_file, nothing charged', async (_what, bytes) => {
     const p = await stack.seed({ creditMicros: CREDIT });
     const fileId = await upload(stack, p.secret, 'image/png', await bytes());
@@ -162,10 +167,12 @@ describe('video.thumbnail', () => {
   });
 
   it.each([
-    ['an MP4 without a video stream', () =>
-      ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=440:duration=1', '-c:a', 'aac'], 'a.mp4'), /no video stream/],
-    ['bytes with an ftyp box and garbage after it', () =>
-      Promise.resolve(Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypisom', 'latin1'), randomBytes(4_000)])), /could not be decoded/],
+    ['an MP4 without a video stream', () => ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=440:duration=1', '-c:a', 'aac'], 'a.mp4'), /no video stream/],
+    [
+      'bytes with an ftyp box and garbage after it',
+      () => Promise.resolve(Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypisom', 'latin1'), randomBytes(4_000)])),
+      /could not be decoded/,
+    ],
   ])('%s fails the probe with invalid_input_file, nothing charged', async (_what, bytes, message) => {
     const p = await stack.seed({ creditMicros: CREDIT });
     const fileId = await upload(stack, p.secret, 'video/mp4', await bytes());
@@ -215,7 +222,10 @@ describe('refused before anything is reserved', () => {
 
   it.each(cases)('%s rejects %s with 400 invalid_arguments', async (tool, _what, args, pointer) => {
     const p = await stack.seed({ creditMicros: CREDIT });
-    const media = tool === 'image.transform' ? await upload(stack, p.secret, 'image/png', await makeMedia.png('64x64')) : await upload(stack, p.secret, 'video/mp4', await makeMedia.mp4(1, '64x64'));
+    const media =
+      tool === 'image.transform'
+        ? await upload(stack, p.secret, 'image/png', await makeMedia.png('64x64'))
+        : await upload(stack, p.secret, 'video/mp4', await makeMedia.mp4(1, '64x64'));
     for (const res of await sends(p.secret, tool, args(media))) {
       expect(res.status).toBe(400);
       expect(res.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', message: 'invalid_arguments' });

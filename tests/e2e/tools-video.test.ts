@@ -18,7 +18,13 @@ const price = (tool: string) => DEFAULT_PRICE_LIST.tools[tool]!.models.ffmpeg!.u
 beforeAll(async () => {
   stack = await startStack();
   p = await stack.seed({ creditMicros: CREDIT });
-  const [png, jpeg, wav, mp3, mp4] = await Promise.all([makeMedia.png('320x200'), makeMedia.jpeg('240x320'), makeMedia.wav(2), makeMedia.mp3(2), makeMedia.mp4(3, '320x240')]);
+  const [png, jpeg, wav, mp3, mp4] = await Promise.all([
+    makeMedia.png('320x200'),
+    makeMedia.jpeg('240x320'),
+    makeMedia.wav(2),
+    makeMedia.mp3(2),
+    makeMedia.mp4(3, '320x240'),
+  ]);
   ids.png = await upload(stack, p.secret, 'image/png', png);
   ids.jpeg = await upload(stack, p.secret, 'image/jpeg', jpeg);
   ids.wav = await upload(stack, p.secret, 'audio/wav', wav);
@@ -134,7 +140,17 @@ describe('video.slideshow', () => {
 
   it('letterboxes a JPEG, trims an MP3 soundtrack to the video and rounds durations to frames', async () => {
     // 3.0 s at 30 fps over a portrait JPEG and a text card; the 2 s MP3 is longer than nothing, shorter than the video
-    const args = { slides: [{ fileId: ids.jpeg, seconds: 0.5, background: '#336699' }, { text: 'Ünïcode & <b>tags</b> "quoted"', seconds: 1.3 }, { fileId: ids.jpeg, seconds: 1.2 }], soundtrackFileId: ids.mp3, width: 320, height: 240, fps: 30 };
+    const args = {
+      slides: [
+        { fileId: ids.jpeg, seconds: 0.5, background: '#336699' },
+        { text: 'Ünïcode & <b>tags</b> "quoted"', seconds: 1.3 },
+        { fileId: ids.jpeg, seconds: 1.2 },
+      ],
+      soundtrackFileId: ids.mp3,
+      width: 320,
+      height: 240,
+      fps: 30,
+    };
     const { quote, done } = await run(secret, 'video.slideshow', args);
     expect(quote.estimatedUnits).toBe(3);
     const { video, audio } = await artifact(secret, done);
@@ -147,7 +163,15 @@ describe('video.slideshow', () => {
   });
 
   it('makes a video from text cards alone: no uploads, no audio stream', async () => {
-    const args = { slides: [{ text: 'One', seconds: 1 }, { text: 'Two\nlines', seconds: 0.5, background: '#ffffff', color: '#000000' }], width: 256, height: 144, fps: 24 };
+    const args = {
+      slides: [
+        { text: 'One', seconds: 1 },
+        { text: 'Two\nlines', seconds: 0.5, background: '#ffffff', color: '#000000' },
+      ],
+      width: 256,
+      height: 144,
+      fps: 24,
+    };
     const { quote, done } = await run(secret, 'video.slideshow', args);
     expect(quote.estimatedUnits).toBe(2); // 1.5 s starts two seconds
     const { video, audio } = await artifact(secret, done);
@@ -162,7 +186,14 @@ describe('video.slideshow', () => {
     const before = await projectBalance(stack.db, p.projectId);
     const bad = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), randomBytes(2048)]);
     const fileId = await upload(stack, secret, 'image/png', bad);
-    const { done } = await run(secret, 'video.slideshow', { slides: [{ text: 'x', seconds: 1 }, { fileId, seconds: 1 }], width: 320, height: 240 });
+    const { done } = await run(secret, 'video.slideshow', {
+      slides: [
+        { text: 'x', seconds: 1 },
+        { fileId, seconds: 1 },
+      ],
+      width: 320,
+      height: 240,
+    });
     expect(done).toMatchObject({ status: 'failed', errorCode: 'invalid_input_file', chargedMicros: 0 });
     expect(done.steps.map((s) => [s.name, s.status])).toEqual([['probe', 'failed']]);
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: before.available, reserved: 0 });

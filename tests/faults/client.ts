@@ -52,7 +52,12 @@ export class FaultClient {
   }
 
   /** One HTTP exchange on a fresh connection (no keep-alive: a killed gateway leaves no pooled socket). */
-  request(method: string, path: string, secret: string, options: { headers?: Record<string, string>; body?: unknown; timeoutMs?: number } = {}): Promise<Reply | Lost> {
+  request(
+    method: string,
+    path: string,
+    secret: string,
+    options: { headers?: Record<string, string>; body?: unknown; timeoutMs?: number } = {},
+  ): Promise<Reply | Lost> {
     const payload = options.body === undefined ? undefined : Buffer.from(JSON.stringify(options.body));
     return new Promise((resolve) => {
       const req = http.request(
@@ -105,7 +110,14 @@ export class FaultClient {
   /** A submission with its body fixed once: every resend carries exactly these bytes' meaning. */
   async prepare(secret: string, projectId: string, key: string, tool: string, args: Record<string, unknown>): Promise<Submission> {
     const q = await this.quote(secret, tool, args);
-    return { key, secret, projectId, tool, body: { tool, arguments: args, priceVersion: q.priceVersion, maximumChargeMicros: q.maximumChargeMicros }, attempts: [] };
+    return {
+      key,
+      secret,
+      projectId,
+      tool,
+      body: { tool, arguments: args, priceVersion: q.priceVersion, maximumChargeMicros: q.maximumChargeMicros },
+      attempts: [],
+    };
   }
 
   /** One attempt; records it on the submission. */

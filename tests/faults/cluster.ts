@@ -70,7 +70,9 @@ export function assertFreshBuild(): void {
     if (!existsSync(info)) throw new Error(`${pkg}/dist is missing: run \`npx tsc -b\` first (npm test and npm run test:faults build before testing)`);
     const src = newestSource(path.join(ROOT, pkg, 'src'));
     if (src.mtimeMs > statSync(info).mtimeMs) {
-      throw new Error(`${pkg}/dist is older than ${path.relative(ROOT, src.file)}: run \`npx tsc -b\` first (npm test and npm run test:faults build before testing)`);
+      throw new Error(
+        `${pkg}/dist is older than ${path.relative(ROOT, src.file)}: run \`npx tsc -b\` first (npm test and npm run test:faults build before testing)`,
+      );
     }
   }
 }
@@ -217,12 +219,24 @@ export class Cluster {
       ...extraEnv,
     };
     // the guard stops the child (SIGTERM) if this test process dies without cleaning up
-    const child = spawn(process.execPath, ['--require', path.join(BUILD_ROOT, 'scripts/dev/dist/orphan-guard.js'), path.join(BUILD_ROOT, MAIN[serviceOf(name)])], {
-      cwd: BUILD_ROOT,
+    const child = spawn(
+      process.execPath,
+      ['--require', path.join(BUILD_ROOT, 'scripts/dev/dist/orphan-guard.js'), path.join(BUILD_ROOT, MAIN[serviceOf(name)])],
+      {
+        cwd: BUILD_ROOT,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      },
+    );
+    const proc: ServiceProcess = {
+      name: serviceOf(name),
+      instance: name,
+      child,
       env,
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-    });
-    const proc: ServiceProcess = { name: serviceOf(name), instance: name, child, env, lines: [], exit: undefined as unknown as Promise<Exit>, exited: undefined };
+      lines: [],
+      exit: undefined as unknown as Promise<Exit>,
+      exited: undefined,
+    };
     proc.exit = new Promise<Exit>((resolve) => {
       child.once('exit', (code, signal) => {
         proc.exited = { code, signal };
@@ -300,7 +314,11 @@ export class Cluster {
     const conn = await amqplib.connect(this.env.AMQP_URL!);
     try {
       const ch = await conn.createChannel();
-      await deleteTopology(ch, topologyNames(this.env.AMQP_PREFIX!, Number(this.env.WAIT_RECHECK_MS ?? 5_000)), new Catalog({ enableTestTools: true }).categories());
+      await deleteTopology(
+        ch,
+        topologyNames(this.env.AMQP_PREFIX!, Number(this.env.WAIT_RECHECK_MS ?? 5_000)),
+        new Catalog({ enableTestTools: true }).categories(),
+      );
       await ch.close();
     } finally {
       await conn.close();

@@ -32,11 +32,13 @@ function get(path: string, secret: string): Promise<number> {
 
 async function requestCount(route: string): Promise<number> {
   const text = await new Promise<string>((resolve, reject) => {
-    http.get(cluster.metricsUrl('gateway'), (res) => {
-      let body = '';
-      res.on('data', (d) => (body += d));
-      res.on('end', () => resolve(body));
-    }).on('error', reject);
+    http
+      .get(cluster.metricsUrl('gateway'), (res) => {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject);
   });
   const pattern = new RegExp(`^tes_http_request_duration_seconds_count\\{[^}]*route="${route.replace(/\//g, '\\/')}"[^}]*\\} (\\d+)`, 'gm');
   let total = 0;
@@ -96,14 +98,15 @@ it('if the primary is killed, its processes stop by themselves rather than run o
   const children = childPids(primary.child.pid!);
   expect(children).toHaveLength(2);
   await cluster.kill('gateway');
-  const alive = () => children.filter((pid) => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  });
+  const alive = () =>
+    children.filter((pid) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    });
   for (let i = 0; i < 150 && alive().length > 0; i++) await sleep(100);
   expect(alive()).toEqual([]);
 }, 60_000);

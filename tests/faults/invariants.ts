@@ -64,8 +64,17 @@ export async function checkInvariants(db: Knex, client: FaultClient, subs: Submi
   }
 
   const projectIds = [...new Set(subs.map((s) => s.projectId))];
-  const rows: { id: string; project_id: string; idempotency_key: string; status: string; reserved_micros: number; charged_micros: number; error_code: string | null }[] =
-    await db('executions').select('id', 'project_id', 'idempotency_key', 'status', 'reserved_micros', 'charged_micros', 'error_code').whereIn('project_id', projectIds);
+  const rows: {
+    id: string;
+    project_id: string;
+    idempotency_key: string;
+    status: string;
+    reserved_micros: number;
+    charged_micros: number;
+    error_code: string | null;
+  }[] = await db('executions')
+    .select('id', 'project_id', 'idempotency_key', 'status', 'reserved_micros', 'charged_micros', 'error_code')
+    .whereIn('project_id', projectIds);
   const byKey = new Map<string, typeof rows>();
   for (const r of rows) byKey.set(`${r.project_id}/${r.idempotency_key}`, [...(byKey.get(`${r.project_id}/${r.idempotency_key}`) ?? []), r]);
   const keys = new Set(subs.map((s) => `${s.projectId}/${s.key}`));
@@ -101,7 +110,8 @@ export async function checkInvariants(db: Knex, client: FaultClient, subs: Submi
     if (TERMINAL.includes(r.status)) {
       if (settled !== 1) problems.push(`${r.status} execution ${r.id} has ${settled} settlements`);
       const expected = Math.min(costOf.get(r.id) ?? 0, r.reserved_micros);
-      if (r.status !== 'cancelled' && r.charged_micros !== expected) problems.push(`execution ${r.id} charged ${r.charged_micros}, its succeeded steps cost ${expected}`);
+      if (r.status !== 'cancelled' && r.charged_micros !== expected)
+        problems.push(`execution ${r.id} charged ${r.charged_micros}, its succeeded steps cost ${expected}`);
     } else if (r.status === 'needs_review' && x.allowNeedsReview) {
       if (settled !== 0 || r.charged_micros !== 0) problems.push(`needs_review execution ${r.id} was settled (${settled}, charged ${r.charged_micros})`);
     } else {

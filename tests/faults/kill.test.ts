@@ -30,7 +30,11 @@ afterAll(async () => {
   await cluster?.shutdown();
   await fake?.stop();
   if (Object.keys(figures).length > 0) {
-    process.stdout.write(`\nkill -9 figures:\n${Object.entries(figures).map(([k, f]) => `  ${k}: ${JSON.stringify(f)}`).join('\n')}\n`);
+    process.stdout.write(
+      `\nkill -9 figures:\n${Object.entries(figures)
+        .map(([k, f]) => `  ${k}: ${JSON.stringify(f)}`)
+        .join('\n')}\n`,
+    );
   }
 }, 60_000);
 
@@ -70,11 +74,14 @@ describe('gateway killed', () => {
     const p = await seed();
     const t = tag();
     const subs: Submission[] = [];
-    for (let i = 0; i < 3; i++) subs.push(await client.prepare(p.secret, p.projectId, `gw-${t}-${i}`, 'test.sleep', { seconds: 0, steps: 1, costMicrosPerStep: 1_000 + i }));
+    for (let i = 0; i < 3; i++)
+      subs.push(await client.prepare(p.secret, p.projectId, `gw-${t}-${i}`, 'test.sleep', { seconds: 0, steps: 1, costMicrosPerStep: 1_000 + i }));
     await cluster.restart('gateway', { TES_FAULT_CRASH_AT: crashAt });
     for (const s of subs) await client.send(s);
     await expectCrash('gateway', point);
-    const beforeRestart = await Promise.all(subs.map(async (s) => Number((await cluster.db('executions').count({ n: '*' }).where({ project_id: s.projectId, idempotency_key: s.key }).first())!.n)));
+    const beforeRestart = await Promise.all(
+      subs.map(async (s) => Number((await cluster.db('executions').count({ n: '*' }).where({ project_id: s.projectId, idempotency_key: s.key }).first())!.n)),
+    );
     await cluster.start('gateway');
     await resendLost(subs);
     return { subs, beforeRestart };
@@ -114,7 +121,13 @@ describe('gateway killed', () => {
 
 describe('worker killed', () => {
   /** Submits to a worker that kills itself at `crashAt`, restarts a clean one, and waits for the end. */
-  async function crashWorker(point: string, crashAt: string, tool: string, argsList: Record<string, unknown>[], env: Record<string, string> = {}): Promise<Submission[]> {
+  async function crashWorker(
+    point: string,
+    crashAt: string,
+    tool: string,
+    argsList: Record<string, unknown>[],
+    env: Record<string, string> = {},
+  ): Promise<Submission[]> {
     const p = await seed();
     const t = tag();
     const subs = await Promise.all(argsList.map((args, i) => client.prepare(p.secret, p.projectId, `wk-${t}-${i}`, tool, args)));
@@ -126,7 +139,13 @@ describe('worker killed', () => {
   }
 
   const steps = async (subs: Submission[]) =>
-    (await cluster.db('execution_steps').select('execution_id', 'index', 'status', 'attempts').whereIn('execution_id', subs.map((s) => s.executionId!))) as { index: number; status: string; attempts: number }[];
+    (await cluster
+      .db('execution_steps')
+      .select('execution_id', 'index', 'status', 'attempts')
+      .whereIn(
+        'execution_id',
+        subs.map((s) => s.executionId!),
+      )) as { index: number; status: string; attempts: number }[];
   const sleeps = (n: number, steps: number, seconds: number) => Array.from({ length: n }, () => ({ seconds, steps, costMicrosPerStep: 500 }));
 
   it('before a step: the work resumes after the last completed step, no step runs twice', async () => {
@@ -161,7 +180,14 @@ describe('worker killed', () => {
     const subs = await crashWorker('worker.provider.after_send', 'worker.provider.after_send@1', 'image.generate', args);
     const f = await verify('worker.provider.after_send', subs, true);
     expect(f.byStatus.needs_review).toBeGreaterThanOrEqual(1);
-    const review = await cluster.db('executions').select('error_code').whereIn('id', subs.map((s) => s.executionId!)).andWhere({ status: 'needs_review' });
+    const review = await cluster
+      .db('executions')
+      .select('error_code')
+      .whereIn(
+        'id',
+        subs.map((s) => s.executionId!),
+      )
+      .andWhere({ status: 'needs_review' });
     expect(review.every((r: { error_code: string }) => r.error_code === 'provider_outcome_unknown')).toBe(true);
     for (const prompt of prompts) {
       expect(fake.creates('replicate').filter((r) => JSON.stringify(r.body).includes(prompt)).length).toBeLessThanOrEqual(1);

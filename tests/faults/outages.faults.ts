@@ -104,7 +104,11 @@ async function underLoad(name: string, prefix: string, fault: (timings: Record<s
   const client = new FaultClient(c.baseUrl);
   const p = await seedProject(c.db, { creditMicros: 50_000_000 });
   credits.set(p.projectId, 50_000_000);
-  const template = await client.prepare(p.secret, p.projectId, `${prefix}-${Date.now().toString(36)}`, 'test.sleep', { seconds: 0.2, steps: 2, costMicrosPerStep: 700 });
+  const template = await client.prepare(p.secret, p.projectId, `${prefix}-${Date.now().toString(36)}`, 'test.sleep', {
+    seconds: 0.2,
+    steps: 2,
+    costMicrosPerStep: 700,
+  });
   const before = Object.fromEntries(SERVICES.map((s) => [s, c.process(s)])) as Record<ServiceName, ServiceProcess>;
   const load = new Load(client, template);
   load.start();
@@ -114,7 +118,10 @@ async function underLoad(name: string, prefix: string, fault: (timings: Record<s
   const timings: Record<string, number> = {};
   await fault(timings, load);
   const back = Date.now();
-  const recoveryMs = Object.fromEntries(await Promise.all(SERVICES.map(async (s) => [s, await c.waitReady(s, 60_000)] as const))) as Record<ServiceName, number>;
+  const recoveryMs = Object.fromEntries(await Promise.all(SERVICES.map(async (s) => [s, await c.waitReady(s, 60_000)] as const))) as Record<
+    ServiceName,
+    number
+  >;
   const notReadySamples = await watch.stop();
   await sleep(3_000);
   await load.stop();
@@ -144,7 +151,14 @@ async function underLoad(name: string, prefix: string, fault: (timings: Record<s
     notReadySamples,
     drainMs,
     // what the gateway logged for its 5xx answers, if any
-    unhandled: [...new Set(c.lines('gateway').filter((l) => l.includes('gateway.http.unhandled')).map((l) => unhandledMessage(l)))].slice(0, 5),
+    unhandled: [
+      ...new Set(
+        c
+          .lines('gateway')
+          .filter((l) => l.includes('gateway.http.unhandled'))
+          .map((l) => unhandledMessage(l)),
+      ),
+    ].slice(0, 5),
   };
   expect(problems).toEqual([]);
   for (const s of SERVICES) {

@@ -38,7 +38,9 @@ export class Workload {
       const bodies: Submission['body'][] = [];
       for (const seconds of SECONDS) {
         for (const steps of STEPS) {
-          bodies.push((await client.prepare(seeded.secret, seeded.projectId, 'quote', 'test.sleep', { seconds, steps, costMicrosPerStep: COST_MICROS_PER_STEP })).body);
+          bodies.push(
+            (await client.prepare(seeded.secret, seeded.projectId, 'quote', 'test.sleep', { seconds, steps, costMicrosPerStep: COST_MICROS_PER_STEP })).body,
+          );
         }
       }
       w.bodies.set(seeded.projectId, bodies);
@@ -110,7 +112,10 @@ export async function probeCapacity(
         sending.add(p);
       }
       if (open.size > 0) {
-        const ended: { id: string }[] = await db('executions').select('id').whereIn('id', [...open]).whereIn('status', [...TERMINAL, 'needs_review']);
+        const ended: { id: string }[] = await db('executions')
+          .select('id')
+          .whereIn('id', [...open])
+          .whereIn('status', [...TERMINAL, 'needs_review']);
         for (const r of ended) {
           open.delete(r.id);
           endedAt.push(Date.now());

@@ -26,12 +26,22 @@ export function memoryGrowth(samples: Sample[], loadSeconds: number): Record<str
   const names = [...new Set(samples.flatMap((s) => Object.keys(s.rssMb)))];
   for (const name of names) {
     const at = (from: number, to: number) =>
-      avg(samples.filter((s) => s.t > from && s.t <= to).map((s) => s.rssMb[name]).filter((x): x is number => typeof x === 'number'));
+      avg(
+        samples
+          .filter((s) => s.t > from && s.t <= to)
+          .map((s) => s.rssMb[name])
+          .filter((x): x is number => typeof x === 'number'),
+      );
     // samples land at t ≈ 10, 20, … s (a little after): six in each window
     const first = at(5, 65);
     const last = at(loadSeconds - 55, loadSeconds + 5);
     const growth = first !== null && last !== null ? Math.round((last - first) * 10) / 10 : null;
-    out[name] = { firstMinuteMb: first, lastMinuteMb: last, growthMb: growth, growthPct: growth !== null && first ? Math.round((growth / first) * 1000) / 10 : null };
+    out[name] = {
+      firstMinuteMb: first,
+      lastMinuteMb: last,
+      growthMb: growth,
+      growthPct: growth !== null && first ? Math.round((growth / first) * 1000) / 10 : null,
+    };
   }
   return out;
 }

@@ -111,7 +111,12 @@ export class Sampler {
   async start(): Promise<void> {
     this.on = true;
     this.dbClock = await this.now();
-    this.loops.push(this.every(1_000, () => this.lag()), this.every(this.everyMs, async () => { await this.sample(); }));
+    this.loops.push(
+      this.every(1_000, () => this.lag()),
+      this.every(this.everyMs, async () => {
+        await this.sample();
+      }),
+    );
   }
 
   /** Stops both loops, waking their pauses (no timer outlives the soak). */
@@ -140,7 +145,7 @@ export class Sampler {
   }
 
   private async now(): Promise<Date> {
-    return ((await this.c.db.raw<{ rows: { t: Date }[] }>('SELECT now() AS t')).rows[0]!).t;
+    return (await this.c.db.raw<{ rows: { t: Date }[] }>('SELECT now() AS t')).rows[0]!.t;
   }
 
   private async lag(): Promise<void> {
@@ -176,8 +181,14 @@ export class Sampler {
       ended: e2e.n,
       notSucceeded: e2e.bad,
       open,
-      submitP50Ms: percentile(answered.map((a) => a.ms), 50),
-      submitP99Ms: percentile(answered.map((a) => a.ms), 99),
+      submitP50Ms: percentile(
+        answered.map((a) => a.ms),
+        50,
+      ),
+      submitP99Ms: percentile(
+        answered.map((a) => a.ms),
+        99,
+      ),
       e2eP50Ms: round(e2e.p50 === null ? null : e2e.p50 * 1000),
       e2eP99Ms: round(e2e.p99 === null ? null : e2e.p99 * 1000),
       outboxLagMaxS: round(this.lagMax, 2)!,
@@ -199,7 +210,9 @@ export class Sampler {
 const f = (x: number | null, unit = '') => (x === null ? '-' : `${x}${unit}`);
 
 function formatSample(s: Sample): string {
-  const rss = Object.entries(s.rssMb).map(([k, v]) => `${k}=${f(v)}`).join(' ');
+  const rss = Object.entries(s.rssMb)
+    .map(([k, v]) => `${k}=${f(v)}`)
+    .join(' ');
   return (
     `t=${s.t.toFixed(0).padStart(5)}s sent=${s.sent} answered=${s.answered} inflight=${s.inFlight} ended=${s.ended}` +
     `${s.notSucceeded ? ` NOT-SUCCEEDED=${s.notSucceeded}` : ''} open=${s.open} queue=${f(s.queueDepth)}` +

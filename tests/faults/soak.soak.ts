@@ -106,7 +106,9 @@ async function runFaults(c: Cluster, sampler: Sampler): Promise<Faults> {
         const exit = await c.kill(w);
         const t = Date.now();
         // worker ids are wrk_<pid>_<random> (services/worker/src/engine.ts newWorkerId)
-        const held = Number((await c.db('executions').where({ status: 'running' }).andWhere('lease_owner', 'like', `wrk_${pid}\\_%`).count({ n: '*' }).first())!.n);
+        const held = Number(
+          (await c.db('executions').where({ status: 'running' }).andWhere('lease_owner', 'like', `wrk_${pid}\\_%`).count({ n: '*' }).first())!.n,
+        );
         sampler.note(`SIGKILL ${w} (pid ${pid}, ${exit?.signal ?? exit?.code}): it held ${held} running executions`);
         await c.start(w, {}, 60_000);
         faults.kills.push({ instance: w, atS, exit: `${exit?.signal ?? exit?.code}`, held, readyMs: Date.now() - t });
@@ -145,124 +147,142 @@ async function runFaults(c: Cluster, sampler: Sampler): Promise<Faults> {
   return faults;
 }
 
-it(`soak: ${MINUTES} min at half capacity, a worker killed every minute, the broker stopped once`, async () => {
-  const c = cluster!;
-  const started = Date.now();
-  const client = new FaultClient(c.baseUrl);
-  const workload = await Workload.create(c.db, client, { projects: 4, keysPerProject: 2, creditMicros: 100_000_000_000 });
+it(
+  `soak: ${MINUTES} min at half capacity, a worker killed every minute, the broker stopped once`,
+  async () => {
+    const c = cluster!;
+    const started = Date.now();
+    const client = new FaultClient(c.baseUrl);
+    const workload = await Workload.create(c.db, client, { projects: 4, keysPerProject: 2, creditMicros: 100_000_000_000 });
 
-  out(`\nsoak: probing capacity (2 workers × 4 slots, test.sleep 0–0.2 s × 1–3 steps)`);
-  const probe = await probeCapacity(c.db, client, workload, { ks: [4, 8, 16, 32, 64], stageSeconds: 5, log: out });
-  const rate = Math.min(MAX_RATE, Math.round((probe.perSecond / 2) * 10) / 10);
-  expect(rate).toBeGreaterThan(0);
-  out(`soak: capacity ${probe.perSecond}/s → ${rate} submits/s for ${MINUTES} min`);
+    out(`\nsoak: probing capacity (2 workers × 4 slots, test.sleep 0–0.2 s × 1–3 steps)`);
+    const probe = await probeCapacity(c.db, client, workload, { ks: [4, 8, 16, 32, 64], stageSeconds: 5, log: out });
+    const rate = Math.min(MAX_RATE, Math.round((probe.perSecond / 2) * 10) / 10);
+    expect(rate).toBeGreaterThan(0);
+    out(`soak: capacity ${probe.perSecond}/s → ${rate} submits/s for ${MINUTES} min`);
 
-  const stay: Record<'gateway' | 'relay', ServiceProcess> = { gateway: c.process('gateway')!, relay: c.process('relay')! };
-  const load = new SteadyLoad(client, workload, rate);
-  const sampler = new Sampler(c, load, INSTANCES, 10_000, out);
-  await sampler.start();
-  load.start();
-  const subs = [...probe.subs];
-  let faults: Faults;
-  let drained: { ms: number; stuck?: string };
-  let loadSamples: number; // samples taken while the load ran (memory growth compares those only)
-  // the sampler's loops must stop whatever fails, or they outlive the database (a leaked handle)
-  try {
+    const stay: Record<'gateway' | 'relay', ServiceProcess> = { gateway: c.process('gateway')!, relay: c.process('relay')! };
+    const load = new SteadyLoad(client, workload, rate);
+    const sampler = new Sampler(c, load, INSTANCES, 10_000, out);
+    await sampler.start();
+    load.start();
+    const subs = [...probe.subs];
+    let faults: Faults;
+    let drained: { ms: number; stuck?: string };
+    let loadSamples: number; // samples taken while the load ran (memory growth compares those only)
+    // the sampler's loops must stop whatever fails, or they outlive the database (a leaked handle)
     try {
-      faults = await runFaults(c, sampler);
-      loadSamples = sampler.samples.length;
+      try {
+        faults = await runFaults(c, sampler);
+        loadSamples = sampler.samples.length;
+      } finally {
+        await load.stop(); // every submission has its answer (or the resend deadline passed)
+      }
+      sampler.note(`load stopped: ${load.subs.length} submissions`);
+      subs.push(...load.subs);
+      drained = await drain(c, subs);
+      sampler.note(drained.stuck ? `STUCK, no execution ended for 2 min: ${drained.stuck}` : `drained in ${drained.ms} ms`);
     } finally {
-      await load.stop(); // every submission has its answer (or the resend deadline passed)
+      await sampler.stop();
     }
-    sampler.note(`load stopped: ${load.subs.length} submissions`);
-    subs.push(...load.subs);
-    drained = await drain(c, subs);
-    sampler.note(drained.stuck ? `STUCK, no execution ended for 2 min: ${drained.stuck}` : `drained in ${drained.ms} ms`);
-  } finally {
-    await sampler.stop();
-  }
-  const drainMs = drained.ms;
+    const drainMs = drained.ms;
 
-  // once everything ended, nothing may be left in the outbox (lag 0 within a few sweeps)
-  let after = await sampler.sample();
-  for (let i = 0; i < 10 && after.outboxLagMaxS > 0; i++) {
-    await sleep(1_000);
-    after = await sampler.sample();
-  }
-  const { problems, figures } = await checkInvariants(c.db, client, subs, {
-    credits: workload.credits,
-    allowedStatuses: [200, 202, 503],
-    forbidErrorCodes: ['delivery_limit_exceeded'],
-  });
+    // once everything ended, nothing may be left in the outbox (lag 0 within a few sweeps)
+    let after = await sampler.sample();
+    for (let i = 0; i < 10 && after.outboxLagMaxS > 0; i++) {
+      await sleep(1_000);
+      after = await sampler.sample();
+    }
+    const { problems, figures } = await checkInvariants(c.db, client, subs, {
+      credits: workload.credits,
+      allowedStatuses: [200, 202, 503],
+      forbidErrorCodes: ['delivery_limit_exceeded'],
+    });
 
-  const samples = sampler.samples;
-  const growth = memoryGrowth(samples.slice(0, loadSamples || samples.length), LOAD_S);
-  const submit = submitFigures(load.answered);
-  const e2e = await wholeRunE2e(c.db, 'soak-');
-  const worst = windowWorst(samples);
-  const logs = logDigest(c, ['gateway', 'relay', 'worker']);
-  // work the kills made happen twice: executions claimed again, steps started again
-  const reclaimed = Number((await c.db('executions').where('claims', '>', 1).count({ n: '*' }).first())!.n);
-  const stepsRerun = Number((await c.db('execution_steps').where('attempts', '>', 1).count({ n: '*' }).first())!.n);
-  const result = {
-    minutes: MINUTES,
-    capacityPerSecond: probe.perSecond,
-    probeStages: probe.stages,
-    ratePerSecond: rate,
-    submitted: load.subs.length,
-    ...figures,
-    httpStatuses: client.statusSummary(),
-    submitMs: submit,
-    acceptToSucceededMs: e2e,
-    worstWindow: worst,
-    leaseExpiries: after.leaseExpiries,
-    heldByKilledWorkers: faults.kills.reduce((n, k) => n + k.held, 0),
-    executionsClaimedTwiceOrMore: reclaimed,
-    stepsRerun,
-    outboxLagAfterDrainS: after.outboxLagMaxS,
-    drainMs,
-    stuck: drained.stuck ?? null,
-    kills: faults.kills.length,
-    killRestartMs: faults.kills.map((k) => k.readyMs),
-    broker: faults.broker ?? null,
-    memory: growth,
-    warnAndErrorLogs: logs,
-    problems: problems.slice(0, 20),
-    totalSeconds: Math.round((Date.now() - started) / 1000),
-  };
-  const f = (x: number | null | undefined, u = '') => (x === null || x === undefined ? '-' : `${x}${u}`);
-  out(
-    '\n' +
-      table(`soak summary (${MINUTES} min)`, [
-        ['capacity (probe)', `${probe.perSecond} executions/s (stages ${probe.stages.map((s) => `${s.outstanding}:${s.endedPerSecond}`).join(' ')})`],
-        ['load', `${rate} submits/s, ${load.subs.length} submitted, ${load.subs.filter((x) => x.executionId).length} accepted (probe: ${probe.subs.length} more)`],
-        ['ended', JSON.stringify(figures.byStatus)],
-        ['HTTP statuses', JSON.stringify(client.statusSummary())],
-        ['submit p50 / p99 / max', `${f(submit.p50Ms)} / ${f(submit.p99Ms)} / ${f(submit.maxMs)} ms`],
-        ['accept→succeeded p50 / p99 / max', `${f(e2e.p50Ms)} / ${f(e2e.p99Ms)} / ${f(e2e.maxMs)} ms`],
-        ['worst 10 s window p99', `submit ${f(worst.submitP99Ms)} ms, accept→succeeded ${f(worst.e2eP99Ms)} ms`],
-        ['outbox lag max', `${f(worst.outboxLagS)} s (after the drain: ${after.outboxLagMaxS} s)`],
-        ['queue depth max / open executions max', `${f(worst.queueDepth)} / ${f(worst.openExecutions)}`],
-        ['lease expiries', `${f(after.leaseExpiries)} (executions claimed more than once: ${reclaimed}, steps rerun: ${stepsRerun})`],
-        ['worker kills', `${faults.kills.length}, holding ${faults.kills.map((k) => k.held).join(', ')} running executions; restart ready in ${faults.kills.map((k) => k.readyMs).join(', ')} ms`],
-        ['broker outage', faults.broker ? `at ${faults.broker.atS} s: stop ${faults.broker.stopMs} ms, 10 s down, start ${faults.broker.startMs} ms, services ready +${faults.broker.servicesReadyMs} ms` : 'none (run too short)'],
-        ['drain', drained.stuck ? `STUCK after ${drainMs} ms` : `${drainMs} ms`],
-        ['invariants', problems.length === 0 ? 'all hold, audit ok' : `${problems.length} problems`],
-      ]) +
+    const samples = sampler.samples;
+    const growth = memoryGrowth(samples.slice(0, loadSamples || samples.length), LOAD_S);
+    const submit = submitFigures(load.answered);
+    const e2e = await wholeRunE2e(c.db, 'soak-');
+    const worst = windowWorst(samples);
+    const logs = logDigest(c, ['gateway', 'relay', 'worker']);
+    // work the kills made happen twice: executions claimed again, steps started again
+    const reclaimed = Number((await c.db('executions').where('claims', '>', 1).count({ n: '*' }).first())!.n);
+    const stepsRerun = Number((await c.db('execution_steps').where('attempts', '>', 1).count({ n: '*' }).first())!.n);
+    const result = {
+      minutes: MINUTES,
+      capacityPerSecond: probe.perSecond,
+      probeStages: probe.stages,
+      ratePerSecond: rate,
+      submitted: load.subs.length,
+      ...figures,
+      httpStatuses: client.statusSummary(),
+      submitMs: submit,
+      acceptToSucceededMs: e2e,
+      worstWindow: worst,
+      leaseExpiries: after.leaseExpiries,
+      heldByKilledWorkers: faults.kills.reduce((n, k) => n + k.held, 0),
+      executionsClaimedTwiceOrMore: reclaimed,
+      stepsRerun,
+      outboxLagAfterDrainS: after.outboxLagMaxS,
+      drainMs,
+      stuck: drained.stuck ?? null,
+      kills: faults.kills.length,
+      killRestartMs: faults.kills.map((k) => k.readyMs),
+      broker: faults.broker ?? null,
+      memory: growth,
+      warnAndErrorLogs: logs,
+      problems: problems.slice(0, 20),
+      totalSeconds: Math.round((Date.now() - started) / 1000),
+    };
+    const f = (x: number | null | undefined, u = '') => (x === null || x === undefined ? '-' : `${x}${u}`);
+    out(
       '\n' +
-      growthTable(growth) +
-      '\n' +
-      table('warn/error log lines', Object.entries(logs).flatMap(([s, counts]) => Object.entries(counts).map(([m, n]): [string, string] => [`${s}: ${m}`, String(n)]))) +
-      `\nSOAK_RESULT ${JSON.stringify(result)}\n`,
-  );
+        table(`soak summary (${MINUTES} min)`, [
+          ['capacity (probe)', `${probe.perSecond} executions/s (stages ${probe.stages.map((s) => `${s.outstanding}:${s.endedPerSecond}`).join(' ')})`],
+          [
+            'load',
+            `${rate} submits/s, ${load.subs.length} submitted, ${load.subs.filter((x) => x.executionId).length} accepted (probe: ${probe.subs.length} more)`,
+          ],
+          ['ended', JSON.stringify(figures.byStatus)],
+          ['HTTP statuses', JSON.stringify(client.statusSummary())],
+          ['submit p50 / p99 / max', `${f(submit.p50Ms)} / ${f(submit.p99Ms)} / ${f(submit.maxMs)} ms`],
+          ['accept→succeeded p50 / p99 / max', `${f(e2e.p50Ms)} / ${f(e2e.p99Ms)} / ${f(e2e.maxMs)} ms`],
+          ['worst 10 s window p99', `submit ${f(worst.submitP99Ms)} ms, accept→succeeded ${f(worst.e2eP99Ms)} ms`],
+          ['outbox lag max', `${f(worst.outboxLagS)} s (after the drain: ${after.outboxLagMaxS} s)`],
+          ['queue depth max / open executions max', `${f(worst.queueDepth)} / ${f(worst.openExecutions)}`],
+          ['lease expiries', `${f(after.leaseExpiries)} (executions claimed more than once: ${reclaimed}, steps rerun: ${stepsRerun})`],
+          [
+            'worker kills',
+            `${faults.kills.length}, holding ${faults.kills.map((k) => k.held).join(', ')} running executions; restart ready in ${faults.kills.map((k) => k.readyMs).join(', ')} ms`,
+          ],
+          [
+            'broker outage',
+            faults.broker
+              ? `at ${faults.broker.atS} s: stop ${faults.broker.stopMs} ms, 10 s down, start ${faults.broker.startMs} ms, services ready +${faults.broker.servicesReadyMs} ms`
+              : 'none (run too short)',
+          ],
+          ['drain', drained.stuck ? `STUCK after ${drainMs} ms` : `${drainMs} ms`],
+          ['invariants', problems.length === 0 ? 'all hold, audit ok' : `${problems.length} problems`],
+        ]) +
+        '\n' +
+        growthTable(growth) +
+        '\n' +
+        table(
+          'warn/error log lines',
+          Object.entries(logs).flatMap(([s, counts]) => Object.entries(counts).map(([m, n]): [string, string] => [`${s}: ${m}`, String(n)])),
+        ) +
+        `\nSOAK_RESULT ${JSON.stringify(result)}\n`,
+    );
 
-  expect(problems).toEqual([]);
-  expect(drained.stuck).toBeUndefined();
-  expect(after.outboxLagMaxS).toBe(0);
-  expect(faults.kills.length).toBe(Math.ceil(LOAD_S / 60) - 1);
-  for (const k of faults.kills) expect(k.exit).toBe('SIGKILL');
-  for (const s of ['gateway', 'relay'] as const) {
-    expect(c.process(s)).toBe(stay[s]); // never died, never restarted
-    expect(stay[s].exited).toBeUndefined();
-  }
-}, (LOAD_S + 20 * 60) * 1_000);
+    expect(problems).toEqual([]);
+    expect(drained.stuck).toBeUndefined();
+    expect(after.outboxLagMaxS).toBe(0);
+    expect(faults.kills.length).toBe(Math.ceil(LOAD_S / 60) - 1);
+    for (const k of faults.kills) expect(k.exit).toBe('SIGKILL');
+    for (const s of ['gateway', 'relay'] as const) {
+      expect(c.process(s)).toBe(stay[s]); // never died, never restarted
+      expect(stay[s].exited).toBeUndefined();
+    }
+  },
+  (LOAD_S + 20 * 60) * 1_000,
+);

@@ -78,13 +78,23 @@ export class Catalog {
     }
     const requested = typeof copy.model === 'string' ? copy.model : undefined;
     const model = requested ? tool.models.find((m) => m.id === requested) : tool.models.find((m) => isAvailable(tool, m, unavailable));
-    if (!model || !isAvailable(tool, model, unavailable)) throw new AppError('model_unavailable', 'model_unavailable', { details: { model: requested ?? null } });
+    if (!model || !isAvailable(tool, model, unavailable))
+      throw new AppError('model_unavailable', 'model_unavailable', { details: { model: requested ?? null } });
     copy.model = model.id;
     const plan = tool.plan(copy);
     if (plan.length > MAX_STEPS) {
       // Refused before anything is reserved; the worker also stops at the 21st step.
       throw new AppError('invalid_arguments', 'invalid_arguments', {
-        details: { errors: [{ instancePath: '', keyword: 'maxSteps', message: `this input needs ${plan.length} steps; an execution has at most ${MAX_STEPS}`, params: { limit: MAX_STEPS } }] },
+        details: {
+          errors: [
+            {
+              instancePath: '',
+              keyword: 'maxSteps',
+              message: `this input needs ${plan.length} steps; an execution has at most ${MAX_STEPS}`,
+              params: { limit: MAX_STEPS },
+            },
+          ],
+        },
       });
     }
     return { tool, model: model.id, arguments: copy, plan };
@@ -143,9 +153,7 @@ export class Catalog {
           inputSchema: tool.inputSchema,
           example: tool.example,
           models,
-          price: cheapest
-            ? { minimumMicros: cheapest.minimumMicros, unit: tool.unit, description: `from ${tool.describePrice(cheapest)}` }
-            : null,
+          price: cheapest ? { minimumMicros: cheapest.minimumMicros, unit: tool.unit, description: `from ${tool.describePrice(cheapest)}` } : null,
         };
       }),
     };

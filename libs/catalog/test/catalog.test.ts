@@ -25,7 +25,16 @@ const svgWith = (inner: string) => `<svg xmlns="http://www.w3.org/2000/svg" widt
 describe('examples', () => {
   it('every tool example and every model example validates and can be quoted', () => {
     expect([...catalog.tools.keys()].sort()).toEqual(
-      expect.arrayContaining(['audio.speech', 'audio.transcode', 'image.render', 'image.transform', 'test.sleep', 'video.slideshow', 'video.thumbnail', 'video.transcode']),
+      expect.arrayContaining([
+        'audio.speech',
+        'audio.transcode',
+        'image.render',
+        'image.transform',
+        'test.sleep',
+        'video.slideshow',
+        'video.thumbnail',
+        'video.transcode',
+      ]),
     );
     for (const tool of catalog.tools.values()) {
       const examples = [tool.example, ...tool.models.map((m) => ({ ...m.example, model: m.id }))];
@@ -99,7 +108,7 @@ describe('quote', () => {
     expect(catalog.resolve('test.sleep', { seconds: 0, steps: 4, costMicrosPerStep: 1 }).plan).toHaveLength(4);
   });
 
-  it('prices a step\'s units as the quote prices the estimate, before any cap', () => {
+  it("prices a step's units as the quote prices the estimate, before any cap", () => {
     const render = catalog.get('image.render')!;
     const prices: PriceList = { currency: 'usd', tools: { 'image.render': { models: { sharp: { unitPriceMicros: 2_500, minimumMicros: 4_000 } } } } };
     expect(catalog.cost(render, 'sharp', 1, prices, {})).toBe(4_000); // the minimum
@@ -108,7 +117,11 @@ describe('quote', () => {
     // test.sleep prices from its arguments: one unit per step at costMicrosPerStep, whatever the list says
     const sleep = catalog.resolve('test.sleep', { seconds: 0, steps: 3, costMicrosPerStep: 700 });
     expect(catalog.cost(sleep.tool, 'sleep', 1, DEFAULT_PRICE_LIST, sleep.arguments)).toBe(700);
-    expect(sleep.plan.map((s) => [s.name, s.label, s.billed])).toEqual([['sleep', 'sleep_0', true], ['sleep', 'sleep_1', true], ['sleep', 'sleep_2', true]]);
+    expect(sleep.plan.map((s) => [s.name, s.label, s.billed])).toEqual([
+      ['sleep', 'sleep_0', true],
+      ['sleep', 'sleep_1', true],
+      ['sleep', 'sleep_2', true],
+    ]);
   });
 
   it('a model missing from the price list cannot be quoted', () => {

@@ -7,7 +7,18 @@ import { detectMimeType } from './media';
 import { ExecutionEvents, type EventsOptions } from './events';
 import { runTool, type PollResult, type RunOptions, type RunResult } from './run';
 import type {
-  Catalog, Download, Execution, ExecutionList, ExecutionQuery, Project, Quote, SubmitOptions, SubmitResult, ToolArguments, UploadedFile, Usage,
+  Catalog,
+  Download,
+  Execution,
+  ExecutionList,
+  ExecutionQuery,
+  Project,
+  Quote,
+  SubmitOptions,
+  SubmitResult,
+  ToolArguments,
+  UploadedFile,
+  Usage,
 } from './types';
 
 export const CLIENT_VERSION = '0.1.0';
@@ -82,7 +93,11 @@ export class TesClient {
   async upload(source: Uint8Array | string, mimeType?: string, signal?: AbortSignal): Promise<UploadedFile> {
     const bytes = typeof source === 'string' ? await readFile(source) : source;
     const type = mimeType ?? detectMimeType(bytes, typeof source === 'string' ? source : undefined);
-    if (!type) throw new TesError('unsupported_media_type', 'cannot tell the MIME type of the upload: pass mimeType (image/png, image/jpeg, audio/wav, audio/mpeg, video/mp4)');
+    if (!type)
+      throw new TesError(
+        'unsupported_media_type',
+        'cannot tell the MIME type of the upload: pass mimeType (image/png, image/jpeg, audio/wav, audio/mpeg, video/mp4)',
+      );
     const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
     return (await this.http.request<Envelope<UploadedFile>>('POST', '/tools/upload', { body: { mimeType: type, data }, signal })).body.data;
   }
@@ -146,7 +161,8 @@ export class TesClient {
   async executions(query: ExecutionQuery = {}, signal?: AbortSignal): Promise<ExecutionList> {
     const params = new URLSearchParams();
     // A JavaScript caller may pass null for "not set", which the declared type cannot.
-    for (const [k, v] of Object.entries(query) as [string, ExecutionQuery[keyof ExecutionQuery] | null][]) if (v !== undefined && v !== null) params.set(k, String(v));
+    for (const [k, v] of Object.entries(query) as [string, ExecutionQuery[keyof ExecutionQuery] | null][])
+      if (v !== undefined && v !== null) params.set(k, String(v));
     const qs = params.toString();
     return (await this.http.request<ExecutionList>('GET', `/tools/executions${qs ? `?${qs}` : ''}`, { signal })).body;
   }
@@ -189,7 +205,9 @@ export class TesClient {
       }
       const sha256 = createHash('sha256').update(bytes).digest('hex');
       if (bytes.length !== link.sizeBytes || sha256 !== link.sha256) {
-        throw new ArtifactIntegrityError(`artifact ${artifactId}: got ${bytes.length} bytes with sha256 ${sha256}, expected ${link.sizeBytes} bytes with ${link.sha256}`);
+        throw new ArtifactIntegrityError(
+          `artifact ${artifactId}: got ${bytes.length} bytes with sha256 ${sha256}, expected ${link.sizeBytes} bytes with ${link.sha256}`,
+        );
       }
       return bytes;
     }

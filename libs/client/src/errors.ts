@@ -6,22 +6,43 @@ import type { Execution } from './types';
  * a new code cannot reach callers unnamed.
  */
 export const ERROR_CODES = [
-  'invalid_json', 'invalid_request', 'invalid_arguments', 'tool_mismatch',
-  'idempotency_key_required', 'idempotency_key_invalid', 'unsupported_media_type',
-  'invalid_base64', 'file_content_mismatch', 'file_too_large', 'file_not_found',
+  'invalid_json',
+  'invalid_request',
+  'invalid_arguments',
+  'tool_mismatch',
+  'idempotency_key_required',
+  'idempotency_key_invalid',
+  'unsupported_media_type',
+  'invalid_base64',
+  'file_content_mismatch',
+  'file_too_large',
+  'file_not_found',
   'request_too_large',
-  'price_version_mismatch', 'maximum_charge_insufficient', 'execution_not_cancellable',
-  'platform_api_key_missing', 'platform_api_key_invalid', 'platform_api_key_expired',
+  'price_version_mismatch',
+  'maximum_charge_insufficient',
+  'execution_not_cancellable',
+  'platform_api_key_missing',
+  'platform_api_key_invalid',
+  'platform_api_key_expired',
   'platform_api_key_revoked',
-  'platform_api_key_scope_required', 'platform_project_permission_required',
+  'platform_api_key_scope_required',
+  'platform_project_permission_required',
   'execution_cancel_not_allowed',
-  'route_not_found', 'tool_not_found', 'tool_unavailable', 'model_unavailable',
-  'execution_not_found', 'artifact_not_found', 'artifact_expired',
+  'route_not_found',
+  'tool_not_found',
+  'tool_unavailable',
+  'model_unavailable',
+  'execution_not_found',
+  'artifact_not_found',
+  'artifact_expired',
   'method_not_allowed',
   'idempotency_key_reused',
-  'rate_limit_exceeded', 'insufficient_balance', 'monthly_cap_exceeded',
+  'rate_limit_exceeded',
+  'insufficient_balance',
+  'monthly_cap_exceeded',
   'internal_error',
-  'execution_disabled', 'service_unavailable',
+  'execution_disabled',
+  'service_unavailable',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -131,7 +152,10 @@ export class ExecutionUnsuccessfulError extends TesError {
   readonly execution: Execution;
   constructor(execution: Execution) {
     const code = execution.status === 'failed' ? (execution.errorCode ?? 'execution_failed') : `execution_${execution.status}`;
-    super(code, `execution ${execution.id} ended ${execution.status}${execution.errorCode ? ` (${execution.errorCode})` : ''}, charged ${execution.chargedMicros} micros`);
+    super(
+      code,
+      `execution ${execution.id} ended ${execution.status}${execution.errorCode ? ` (${execution.errorCode})` : ''}, charged ${execution.chargedMicros} micros`,
+    );
     this.execution = execution;
   }
 }

@@ -127,7 +127,10 @@ export class ExecutionEvents implements AsyncIterable<Execution> {
         if (err instanceof RateLimitedError && rateLimitWaits < retry.rateLimitRetries && (err.retryAfterSeconds ?? 1) * 1000 <= retry.maxRateLimitWaitMs) {
           rateLimitWaits++;
           waitMs = (err.retryAfterSeconds ?? 1) * 1000;
-        } else if ((err instanceof TesApiError && !err.retryable) || (err instanceof TesError && !(err instanceof TesApiError) && !(err instanceof TesNetworkError))) {
+        } else if (
+          (err instanceof TesApiError && !err.retryable) ||
+          (err instanceof TesError && !(err instanceof TesApiError) && !(err instanceof TesNetworkError))
+        ) {
           throw err;
         }
         lastError = err;
@@ -160,7 +163,10 @@ function parseExecution(data: string, path: string): Execution {
 
 class IdleTimer {
   private timer: ReturnType<typeof setTimeout> | undefined;
-  constructor(private readonly ms: number, private readonly onIdle: () => void) {}
+  constructor(
+    private readonly ms: number,
+    private readonly onIdle: () => void,
+  ) {}
   arm(): void {
     this.stop();
     this.timer = setTimeout(this.onIdle, this.ms);

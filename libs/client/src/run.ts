@@ -97,13 +97,11 @@ export async function runTool(client: RunClient, tool: string, args: ToolArgumen
     });
     if (execution.status !== 'succeeded') throw new ExecutionUnsuccessfulError(execution);
     const id = execution.id;
-    const artifacts = (execution.output?.artifacts ?? []).map(
-      (a): RunArtifact => ({
-        ...a,
-        download: (s?: AbortSignal) => client.download(id, a.id, s),
-        downloadUrl: (s?: AbortSignal) => client.downloadUrl(id, a.id, s),
-      }),
-    );
+    const artifacts = (execution.output?.artifacts ?? []).map((a): RunArtifact => ({
+      ...a,
+      download: (s?: AbortSignal) => client.download(id, a.id, s),
+      downloadUrl: (s?: AbortSignal) => client.downloadUrl(id, a.id, s),
+    }));
     return { execution, artifacts, quote, idempotencyKey, replayed: submitted.replayed };
   } catch (err) {
     if (signal?.aborted && !(err instanceof TesError)) throw withExecution(new TesAbortError(executionId, err), executionId);

@@ -39,7 +39,12 @@ type HeaderSource = Headers | Record<string, string | string[] | undefined>;
  * });
  * ```
  */
-export function verifyWebhook<T = Record<string, unknown>>(secret: string, headers: HeaderSource, rawBody: string | Uint8Array, options: VerifyWebhookOptions = {}): WebhookEvent<T> {
+export function verifyWebhook<T = Record<string, unknown>>(
+  secret: string,
+  headers: HeaderSource,
+  rawBody: string | Uint8Array,
+  options: VerifyWebhookOptions = {},
+): WebhookEvent<T> {
   const id = header(headers, 'webhook-id');
   const timestamp = header(headers, 'webhook-timestamp');
   const signatures = header(headers, 'webhook-signature');

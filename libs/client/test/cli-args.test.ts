@@ -8,7 +8,10 @@ function sink(isTTY = false): { write(s: string): void; isTTY: boolean; text: ()
   return { write: (s: string) => void chunks.push(s), isTTY, text: () => chunks.join('') };
 }
 
-async function cli(argv: string[], env: Record<string, string> = { TES_API_KEY: 'tes_abcdefgh_secretsecretsecretsecretsecret12', TES_URL: 'http://127.0.0.1:9' }) {
+async function cli(
+  argv: string[],
+  env: Record<string, string> = { TES_API_KEY: 'tes_abcdefgh_secretsecretsecretsecretsecret12', TES_URL: 'http://127.0.0.1:9' },
+) {
   const stdout = sink();
   const stderr = sink();
   const code = await main(argv, env, { stdout, stderr, stdin: process.stdin });
@@ -86,7 +89,14 @@ describe('CLI usage errors (exit 2, before any request)', () => {
 
 describe('formatting', () => {
   it('money is integer micros shown with six decimals', () => {
-    expect([usd(0), usd(10), usd(1_500), usd(1_000_000), usd(123_456_789), usd(null)]).toEqual(['$0.000000', '$0.000010', '$0.001500', '$1.000000', '$123.456789', 'none']);
+    expect([usd(0), usd(10), usd(1_500), usd(1_000_000), usd(123_456_789), usd(null)]).toEqual([
+      '$0.000000',
+      '$0.000010',
+      '$0.001500',
+      '$1.000000',
+      '$123.456789',
+      'none',
+    ]);
   });
 
   it('tables pad columns (the progress view: cli-progress.test.ts)', () => {

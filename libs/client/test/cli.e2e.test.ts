@@ -66,9 +66,15 @@ describe('tes', () => {
     expect(JSON.parse(tools.stdout).tools.map((t: { name: string }) => t.name)).toContain('test.sleep');
 
     const out = join(dir, 'sleep');
-    const run = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--yes', '--out', out, '--json'], p.secret);
+    const run = await tes(
+      ['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--yes', '--out', out, '--json'],
+      p.secret,
+    );
     expect(run.code).toBe(0);
-    const result = JSON.parse(run.stdout) as { execution: { id: string; status: string; chargedMicros: number }; files: { path: string; sha256: string; sizeBytes: number }[] };
+    const result = JSON.parse(run.stdout) as {
+      execution: { id: string; status: string; chargedMicros: number };
+      files: { path: string; sha256: string; sizeBytes: number }[];
+    };
     expect(result.execution).toMatchObject({ status: 'succeeded', chargedMicros: 10 });
     expect(run.stderr).toContain('at most $0.000010 (10 micros)');
     expect(run.stderr).not.toContain('steps'); // --json: no progress, stderr says only the quote
@@ -93,14 +99,22 @@ describe('tes', () => {
   it('run shows progress from the event stream, one plain line per change when stderr is not a terminal', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const started = Date.now();
-    const run = await tes(['run', 'test.sleep', '--arg', 'seconds=0.3', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--yes', '--out', join(dir, 'progress')], p.secret);
+    const run = await tes(
+      ['run', 'test.sleep', '--arg', 'seconds=0.3', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--yes', '--out', join(dir, 'progress')],
+      p.secret,
+    );
     expect(run.code).toBe(0);
     expect(Date.now() - started).toBeLessThan(5_000); // a poll would have waited the 202's 5 s
     const lines = run.stderr.split('\n').filter((l) => l.startsWith('exe_'));
     // every step's start and end, as it happened; no escape codes, no redraws
-    expect(lines.map((l) => l.replace(/^exe_\w+\s+/, '').replace(/\s+\+[\d.]+s$/, '').replace(/\s+/g, ' '))).toEqual(expect.arrayContaining([
-      'running 0/2 steps sleep_0', 'running 1/2 steps sleep_1', 'succeeded 2/2 steps',
-    ]));
+    expect(
+      lines.map((l) =>
+        l
+          .replace(/^exe_\w+\s+/, '')
+          .replace(/\s+\+[\d.]+s$/, '')
+          .replace(/\s+/g, ' '),
+      ),
+    ).toEqual(expect.arrayContaining(['running 0/2 steps sleep_0', 'running 1/2 steps sleep_1', 'succeeded 2/2 steps']));
     expect(lines.at(-1)).toMatch(/succeeded\s+2\/2 steps/);
     expect(run.stderr.includes('\x1b') || run.stderr.includes('\r')).toBe(false);
     expect(run.stdout).toMatch(/succeeded/);
@@ -108,10 +122,31 @@ describe('tes', () => {
 
   it('--strategy: wait works; an unknown one is a usage error before anything is quoted or submitted', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
-    const waited = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=1', '--arg', 'costMicrosPerStep=5', '--yes', '--strategy', 'wait', '--out', join(dir, 'wait'), '--json'], p.secret);
+    const waited = await tes(
+      [
+        'run',
+        'test.sleep',
+        '--arg',
+        'seconds=0',
+        '--arg',
+        'steps=1',
+        '--arg',
+        'costMicrosPerStep=5',
+        '--yes',
+        '--strategy',
+        'wait',
+        '--out',
+        join(dir, 'wait'),
+        '--json',
+      ],
+      p.secret,
+    );
     expect(waited.code).toBe(0);
     expect(JSON.parse(waited.stdout).execution).toMatchObject({ status: 'succeeded', chargedMicros: 5 });
-    const bad = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=1', '--arg', 'costMicrosPerStep=5', '--yes', '--strategy', 'sse'], p.secret);
+    const bad = await tes(
+      ['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=1', '--arg', 'costMicrosPerStep=5', '--yes', '--strategy', 'sse'],
+      p.secret,
+    );
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--strategy must be one of auto, stream, wait, poll');
     expect(await executionCount(p.projectId)).toBe(1);
@@ -119,7 +154,10 @@ describe('tes', () => {
 
   it('--file uploads and passes the file id: image.render output transformed to JPEG', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
-    const rendered = await tes(['run', 'image.render', '--arg', 'text=CLI', '--arg', 'width=64', '--arg', 'height=64', '--yes', '--out', join(dir, 'render'), '--json'], p.secret);
+    const rendered = await tes(
+      ['run', 'image.render', '--arg', 'text=CLI', '--arg', 'width=64', '--arg', 'height=64', '--yes', '--out', join(dir, 'render'), '--json'],
+      p.secret,
+    );
     expect(rendered.code).toBe(0);
     const png = (JSON.parse(rendered.stdout) as { files: { path: string }[] }).files[0]!.path;
     const out = join(dir, 'transform');
@@ -158,7 +196,10 @@ describe('tes', () => {
 
   it('an execution that fails exits 1 with its errorCode, and the JSON error carries the charged execution', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
-    const failed = await tes(['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--arg', 'failAtStep=1', '--yes', '--json'], p.secret);
+    const failed = await tes(
+      ['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--arg', 'failAtStep=1', '--yes', '--json'],
+      p.secret,
+    );
     expect(failed.code).toBe(1);
     expect(failed.stderr).toContain('provider_error');
     const { error } = JSON.parse(failed.stdout) as { error: { code: string; executionId: string; execution: { status: string; chargedMicros: number } } };

@@ -3,11 +3,27 @@ import { join } from 'node:path';
 import { ERROR_CODES as CORE_CODES, type ErrorCode as CoreCode } from '@tes/core';
 import { httpFor } from '../../../services/gateway/src/errors';
 import {
-  AuthenticationError, ERROR_CODES, ExecutionDisabledError, ExecutionUnsuccessfulError, FailedPreconditionError,
-  IdempotencyConflictError, InsufficientBalanceError, InternalServerError, InvalidRequestError,
-  MaximumChargeInsufficientError, MonthlyCapExceededError, NotFoundError, PermissionDeniedError,
-  PriceVersionMismatchError, RateLimitedError, ServiceUnavailableError, TesApiError, TesError,
-  errorFromResponse, parseRetryAfter, type Execution,
+  AuthenticationError,
+  ERROR_CODES,
+  ExecutionDisabledError,
+  ExecutionUnsuccessfulError,
+  FailedPreconditionError,
+  IdempotencyConflictError,
+  InsufficientBalanceError,
+  InternalServerError,
+  InvalidRequestError,
+  MaximumChargeInsufficientError,
+  MonthlyCapExceededError,
+  NotFoundError,
+  PermissionDeniedError,
+  PriceVersionMismatchError,
+  RateLimitedError,
+  ServiceUnavailableError,
+  TesApiError,
+  TesError,
+  errorFromResponse,
+  parseRetryAfter,
+  type Execution,
 } from '../src';
 
 /** Every `error.message` enum in the OpenAPI document. */
@@ -26,23 +42,43 @@ function documentedCodes(): string[] {
 }
 
 const EXPECTED: Record<CoreCode, new (...a: never[]) => TesApiError> = {
-  invalid_json: InvalidRequestError, invalid_request: InvalidRequestError, invalid_arguments: InvalidRequestError,
-  tool_mismatch: InvalidRequestError, idempotency_key_required: InvalidRequestError, idempotency_key_invalid: InvalidRequestError,
-  unsupported_media_type: InvalidRequestError, invalid_base64: InvalidRequestError, file_content_mismatch: InvalidRequestError,
-  file_too_large: InvalidRequestError, file_not_found: InvalidRequestError, request_too_large: InvalidRequestError,
-  price_version_mismatch: PriceVersionMismatchError, maximum_charge_insufficient: MaximumChargeInsufficientError,
+  invalid_json: InvalidRequestError,
+  invalid_request: InvalidRequestError,
+  invalid_arguments: InvalidRequestError,
+  tool_mismatch: InvalidRequestError,
+  idempotency_key_required: InvalidRequestError,
+  idempotency_key_invalid: InvalidRequestError,
+  unsupported_media_type: InvalidRequestError,
+  invalid_base64: InvalidRequestError,
+  file_content_mismatch: InvalidRequestError,
+  file_too_large: InvalidRequestError,
+  file_not_found: InvalidRequestError,
+  request_too_large: InvalidRequestError,
+  price_version_mismatch: PriceVersionMismatchError,
+  maximum_charge_insufficient: MaximumChargeInsufficientError,
   execution_not_cancellable: FailedPreconditionError,
-  platform_api_key_missing: AuthenticationError, platform_api_key_invalid: AuthenticationError,
-  platform_api_key_expired: AuthenticationError, platform_api_key_revoked: AuthenticationError,
-  platform_api_key_scope_required: PermissionDeniedError, platform_project_permission_required: PermissionDeniedError,
+  platform_api_key_missing: AuthenticationError,
+  platform_api_key_invalid: AuthenticationError,
+  platform_api_key_expired: AuthenticationError,
+  platform_api_key_revoked: AuthenticationError,
+  platform_api_key_scope_required: PermissionDeniedError,
+  platform_project_permission_required: PermissionDeniedError,
   execution_cancel_not_allowed: PermissionDeniedError,
-  route_not_found: NotFoundError, tool_not_found: NotFoundError, tool_unavailable: NotFoundError, model_unavailable: NotFoundError,
-  execution_not_found: NotFoundError, artifact_not_found: NotFoundError, artifact_expired: NotFoundError,
+  route_not_found: NotFoundError,
+  tool_not_found: NotFoundError,
+  tool_unavailable: NotFoundError,
+  model_unavailable: NotFoundError,
+  execution_not_found: NotFoundError,
+  artifact_not_found: NotFoundError,
+  artifact_expired: NotFoundError,
   method_not_allowed: NotFoundError,
   idempotency_key_reused: IdempotencyConflictError,
-  rate_limit_exceeded: RateLimitedError, insufficient_balance: InsufficientBalanceError, monthly_cap_exceeded: MonthlyCapExceededError,
+  rate_limit_exceeded: RateLimitedError,
+  insufficient_balance: InsufficientBalanceError,
+  monthly_cap_exceeded: MonthlyCapExceededError,
   internal_error: InternalServerError,
-  execution_disabled: ExecutionDisabledError, service_unavailable: ServiceUnavailableError,
+  execution_disabled: ExecutionDisabledError,
+  service_unavailable: ServiceUnavailableError,
 };
 
 const headers = (h: Record<string, string> = {}): Headers => new Headers(h);
@@ -73,7 +109,11 @@ describe('errorFromResponse', () => {
     const rl = errorFromResponse(429, { error: { status: 'RESOURCE_EXHAUSTED', message: 'rate_limit_exceeded' } }, headers({ 'Retry-After': '17' }));
     expect(rl).toBeInstanceOf(RateLimitedError);
     expect(rl.retryAfterSeconds).toBe(17);
-    const money = errorFromResponse(429, { error: { status: 'RESOURCE_EXHAUSTED', message: 'insufficient_balance', details: { retryable: false } } }, headers());
+    const money = errorFromResponse(
+      429,
+      { error: { status: 'RESOURCE_EXHAUSTED', message: 'insufficient_balance', details: { retryable: false } } },
+      headers(),
+    );
     expect([money.retryAfterSeconds, money.retryable]).toEqual([undefined, false]);
     expect(parseRetryAfter(new Date(Date.UTC(2030, 0, 1, 0, 0, 30)).toUTCString(), Date.UTC(2030, 0, 1))).toBe(30);
     expect(parseRetryAfter('soon')).toBeUndefined();

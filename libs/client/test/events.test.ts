@@ -41,7 +41,7 @@ describe('client.events', () => {
     expect(sent.map((s) => `${s.path} ${s.headers.get('last-event-id') ?? '-'}`)).toEqual([`${EVENTS} -`, `${EVENTS} 5`, `/tools/executions/${ID} -`]);
   });
 
-  it('starts from the caller\'s lastEventId', async () => {
+  it("starts from the caller's lastEventId", async () => {
     const { client, sent } = fakeApi((_req, signal) => sse(signal, [event(9, execution('failed', 1))]));
     expect(await collect(client.events(ID, { lastEventId: '8' }))).toEqual(['failed 1']);
     expect(sent[0]!.headers.get('last-event-id')).toBe('8');
@@ -83,7 +83,9 @@ describe('client.events', () => {
 
   it('a connection silent for idleTimeoutMs (not even a keep-alive) is dropped and resumed', async () => {
     const { client, sent } = fakeApi((_req, signal) =>
-      sent.length === 1 ? sse(signal, ['retry: 1\n\n', event(1, execution('running', 1)), ': keep-alive\n\n'], 'hang') : sse(signal, [event(2, execution('succeeded', 2))]),
+      sent.length === 1
+        ? sse(signal, ['retry: 1\n\n', event(1, execution('running', 1)), ': keep-alive\n\n'], 'hang')
+        : sse(signal, [event(2, execution('succeeded', 2))]),
     );
     const started = Date.now();
     expect(await collect(client.events(ID, { idleTimeoutMs: 150 }))).toEqual(['running 1', 'succeeded 2']);
@@ -91,13 +93,13 @@ describe('client.events', () => {
     expect(sent[1]!.headers.get('last-event-id')).toBe('1');
   });
 
-  it('an answer that is not text/event-stream (a proxy\'s page) is a StreamUnavailableError', async () => {
+  it("an answer that is not text/event-stream (a proxy's page) is a StreamUnavailableError", async () => {
     const { client, sent } = fakeApi((_req, signal) => sse(signal, ['<html>hello</html>'], 'close', 'text/html'));
     await expect(collect(client.events(ID))).rejects.toBeInstanceOf(StreamUnavailableError);
     expect(sent).toHaveLength(1);
   });
 
-  it('the caller\'s signal stops it with its reason, and the connection is closed', async () => {
+  it("the caller's signal stops it with its reason, and the connection is closed", async () => {
     let connection: AbortSignal | undefined;
     const { client } = fakeApi((_req, signal) => {
       connection = signal;

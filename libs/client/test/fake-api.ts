@@ -19,11 +19,24 @@ export const ID = 'exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K';
 
 export function execution(status: Execution['status'], completedSteps = 0, totalSteps = 2): Execution {
   return {
-    id: ID, tool: 'test.sleep', model: 'sleep', status, arguments: {}, priceVersion: 'v1',
-    reservedMicros: 10, chargedMicros: status === 'succeeded' ? 10 : 0, currency: 'usd', cancelRequested: false,
+    id: ID,
+    tool: 'test.sleep',
+    model: 'sleep',
+    status,
+    arguments: {},
+    priceVersion: 'v1',
+    reservedMicros: 10,
+    chargedMicros: status === 'succeeded' ? 10 : 0,
+    currency: 'usd',
+    cancelRequested: false,
     progress: { completedSteps, totalSteps, currentStep: status === 'running' ? `sleep_${completedSteps}` : null },
-    steps: [], output: status === 'succeeded' ? { artifacts: [] } : null, errorCode: null, errorMessage: null,
-    createdAt: '2026-11-23T00:00:00.000Z', startedAt: null, finishedAt: null,
+    steps: [],
+    output: status === 'succeeded' ? { artifacts: [] } : null,
+    errorCode: null,
+    errorMessage: null,
+    createdAt: '2026-11-23T00:00:00.000Z',
+    startedAt: null,
+    finishedAt: null,
   } as unknown as Execution;
 }
 
@@ -43,34 +56,42 @@ export function event(id: number, e: Execution): string {
  * the stream ends as `end` says — closed by the server, dropped mid-way (a network error),
  * or left open until the client aborts.
  */
-export function sse(signal: AbortSignal, parts: (string | number)[], end: 'close' | 'drop' | 'hang' = 'close', contentType = 'text/event-stream; charset=utf-8'): Response {
+export function sse(
+  signal: AbortSignal,
+  parts: (string | number)[],
+  end: 'close' | 'drop' | 'hang' = 'close',
+  contentType = 'text/event-stream; charset=utf-8',
+): Response {
   const queue = [...parts];
   // pull(): a part is handed over only when the client reads, so the client has read every
   // part before the end comes (error() would throw away chunks still queued).
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      signal.addEventListener('abort', () => {
-        try {
-          controller.error(signal.reason);
-        } catch {
-          // already closed
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start(controller) {
+        signal.addEventListener('abort', () => {
+          try {
+            controller.error(signal.reason);
+          } catch {
+            // already closed
+          }
+        });
+      },
+      async pull(controller) {
+        for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
+          if (typeof p === 'number') {
+            await new Promise((r) => setTimeout(r, p));
+            continue;
+          }
+          controller.enqueue(new TextEncoder().encode(p));
+          return;
         }
-      });
+        if (end === 'close') controller.close();
+        if (end === 'drop') controller.error(new TypeError('terminated', { cause: new Error('other side closed') }));
+        if (end === 'hang') await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+      },
     },
-    async pull(controller) {
-      for (let p = queue.shift(); p !== undefined; p = queue.shift()) {
-        if (typeof p === 'number') {
-          await new Promise((r) => setTimeout(r, p));
-          continue;
-        }
-        controller.enqueue(new TextEncoder().encode(p));
-        return;
-      }
-      if (end === 'close') controller.close();
-      if (end === 'drop') controller.error(new TypeError('terminated', { cause: new Error('other side closed') }));
-      if (end === 'hang') await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
-    },
-  }, { highWaterMark: 0 });
+    { highWaterMark: 0 },
+  );
   return new Response(body, { status: 200, headers: { 'Content-Type': contentType } });
 }
 
@@ -84,14 +105,31 @@ export function fakeApi(handler: Handler): { client: TesClient; sent: Sent[]; fe
     signal.throwIfAborted();
     return handler(req, signal);
   };
-  const client = new TesClient({ apiKey: 'tes_abcdefgh_0123456789abcdefghijABCDEFGHIJ', baseUrl: BASE_URL, fetch, pollIntervalMs: 10, retry: { baseDelayMs: 1, maxDelayMs: 5 } });
+  const client = new TesClient({
+    apiKey: 'tes_abcdefgh_0123456789abcdefghijABCDEFGHIJ',
+    baseUrl: BASE_URL,
+    fetch,
+    pollIntervalMs: 10,
+    retry: { baseDelayMs: 1, maxDelayMs: 5 },
+  });
   return { client, sent, fetch };
 }
 
 /** Quote and submit answers for run(); the submit is a 202 queued (or what `submit` returns). */
 export function runRoutes(req: Sent, submit: () => Response = () => json(202, { data: execution('queued') }, { 'Retry-After': '0' })): Response | undefined {
   if (req.method === 'POST' && req.path === '/tools/quote') {
-    return json(200, { data: { tool: 'test.sleep', model: 'sleep', priceVersion: 'v1', currency: 'usd', minimumChargeMicros: 0, maximumChargeMicros: 10, unit: 'step', estimatedUnits: 2 } });
+    return json(200, {
+      data: {
+        tool: 'test.sleep',
+        model: 'sleep',
+        priceVersion: 'v1',
+        currency: 'usd',
+        minimumChargeMicros: 0,
+        maximumChargeMicros: 10,
+        unit: 'step',
+        estimatedUnits: 2,
+      },
+    });
   }
   if (req.method === 'POST' && req.path === '/tools/test.sleep') return submit();
   return undefined;

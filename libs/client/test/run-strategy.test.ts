@@ -18,15 +18,25 @@ async function run(handler: Handler, options: RunOptions = {}) {
   const api = fakeApi((req, signal) => runRoutes(req) ?? handler(req, signal));
   const seen: string[] = [];
   const result = await api.client
-    .run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }, { onProgress: (e: Execution) => seen.push(`${e.status} ${e.progress.completedSteps}`), ...options })
+    .run(
+      'test.sleep',
+      { seconds: 0, steps: 2, costMicrosPerStep: 5 },
+      { onProgress: (e: Execution) => seen.push(`${e.status} ${e.progress.completedSteps}`), ...options },
+    )
     .catch((err: unknown) => err);
   return { result, seen, calls: calls(api.sent) };
 }
 
 describe('run(): auto', () => {
   it('follows the stream: every change reaches onProgress, no GET, no Prefer on the submit', async () => {
-    const { result, seen, calls: c } = await run((req, signal) =>
-      req.path === EVENTS ? sse(signal, [event(1, execution('running', 0)), event(2, execution('running', 1)), event(3, execution('succeeded', 2))]) : apiError(500, 'INTERNAL', 'internal_error'),
+    const {
+      result,
+      seen,
+      calls: c,
+    } = await run((req, signal) =>
+      req.path === EVENTS
+        ? sse(signal, [event(1, execution('running', 0)), event(2, execution('running', 1)), event(3, execution('succeeded', 2))])
+        : apiError(500, 'INTERNAL', 'internal_error'),
     );
     expect(result).toMatchObject({ execution: { status: 'succeeded' } });
     expect(seen).toEqual(['queued 0', 'running 0', 'running 1', 'succeeded 2']);
@@ -34,7 +44,11 @@ describe('run(): auto', () => {
   });
 
   it('an older gateway (404 on the stream): GET with Prefer: wait=30, answered when it ends', async () => {
-    const { result, seen, calls: c } = await run((req) =>
+    const {
+      result,
+      seen,
+      calls: c,
+    } = await run((req) =>
       req.path === EVENTS ? apiError(404, 'NOT_FOUND', 'route_not_found') : json(200, { data: execution('succeeded', 2) }, { 'Preference-Applied': 'wait=30' }),
     );
     expect(result).toMatchObject({ execution: { status: 'succeeded' } });
@@ -44,7 +58,9 @@ describe('run(): auto', () => {
 
   it('a 405 on the stream falls back the same way', async () => {
     const { result, calls: c } = await run((req) =>
-      req.path === EVENTS ? apiError(405, 'NOT_FOUND', 'method_not_allowed') : json(200, { data: execution('succeeded', 2) }, { 'Preference-Applied': 'wait=30' }),
+      req.path === EVENTS
+        ? apiError(405, 'NOT_FOUND', 'method_not_allowed')
+        : json(200, { data: execution('succeeded', 2) }, { 'Preference-Applied': 'wait=30' }),
     );
     expect(result).toMatchObject({ execution: { status: 'succeeded' } });
     expect(c.at(-1)).toBe(`GET ${GET} [wait=30]`);
@@ -69,7 +85,11 @@ describe('run(): auto', () => {
 
   it('a server that ignores Prefer (answers at once, no Preference-Applied) three times in a row: plain polling', async () => {
     let gets = 0;
-    const { result, seen, calls: c } = await run((req) => {
+    const {
+      result,
+      seen,
+      calls: c,
+    } = await run((req) => {
       if (req.path === EVENTS) return apiError(404, 'NOT_FOUND', 'route_not_found');
       gets++;
       return json(200, { data: gets < 5 ? execution('running', 1) : execution('succeeded', 2) });
@@ -100,8 +120,10 @@ describe('run(): the other strategies', () => {
   });
 
   it("'wait' sends Prefer: wait=30 on the submit too: a short run is one request", async () => {
-    const api = fakeApi((req) =>
-      runRoutes(req, () => json(200, { data: execution('succeeded', 2) }, { 'Preference-Applied': 'wait=30' })) ?? apiError(500, 'INTERNAL', 'internal_error'),
+    const api = fakeApi(
+      (req) =>
+        runRoutes(req, () => json(200, { data: execution('succeeded', 2) }, { 'Preference-Applied': 'wait=30' })) ??
+        apiError(500, 'INTERNAL', 'internal_error'),
     );
     const result = await api.client.run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }, { strategy: 'wait' });
     expect(result.execution.status).toBe('succeeded');
@@ -126,7 +148,9 @@ describe('run(): the other strategies', () => {
 
   it('an unknown strategy is refused before anything is sent', async () => {
     const api = fakeApi(() => apiError(500, 'INTERNAL', 'internal_error'));
-    await expect(api.client.run('test.sleep', {}, { strategy: 'sse' as RunOptions['strategy'] })).rejects.toThrow(/strategy must be one of auto, stream, wait, poll/);
+    await expect(api.client.run('test.sleep', {}, { strategy: 'sse' as RunOptions['strategy'] })).rejects.toThrow(
+      /strategy must be one of auto, stream, wait, poll/,
+    );
     expect(api.sent).toEqual([]);
   });
 

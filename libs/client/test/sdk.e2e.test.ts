@@ -6,8 +6,16 @@ import { loadOpenApi, OpenApiValidator } from '@tes/testing';
 import { startGateway, type RunningGateway } from '../../../services/gateway/src/server';
 import { projectBalance, useStack } from '../../../tests/stack';
 import {
-  InsufficientBalanceError, InvalidRequestError, MonthlyCapExceededError, NotFoundError, TesAbortError, TesClient,
-  isValidIdempotencyKey, type Execution, type FetchLike, type TesClientOptions,
+  InsufficientBalanceError,
+  InvalidRequestError,
+  MonthlyCapExceededError,
+  NotFoundError,
+  TesAbortError,
+  TesClient,
+  isValidIdempotencyKey,
+  type Execution,
+  type FetchLike,
+  type TesClientOptions,
 } from '../src';
 
 /**
@@ -40,8 +48,13 @@ function recordingFetch(loseAnswer: (s: Sent) => boolean = () => false): { fetch
     const url = new URL(input);
     const headers = new Headers(init.headers);
     const s: Sent = {
-      method: init.method ?? 'GET', path: url.pathname + url.search, status: 'lost', idempotencyKey: headers.get('idempotency-key') ?? undefined,
-      prefer: headers.get('prefer') ?? undefined, lastEventId: headers.get('last-event-id') ?? undefined, body: init.body as string | undefined,
+      method: init.method ?? 'GET',
+      path: url.pathname + url.search,
+      status: 'lost',
+      idempotencyKey: headers.get('idempotency-key') ?? undefined,
+      prefer: headers.get('prefer') ?? undefined,
+      lastEventId: headers.get('last-event-id') ?? undefined,
+      body: init.body as string | undefined,
     };
     sent.push(s);
     const res = await fetch(input, init);
@@ -60,7 +73,14 @@ function recordingFetch(loseAnswer: (s: Sent) => boolean = () => false): { fetch
 }
 
 function client(secret: string, fetchFn?: FetchLike, options: Partial<TesClientOptions> = {}): TesClient {
-  return new TesClient({ apiKey: secret, baseUrl: stack.baseUrl, pollIntervalMs: 200, retry: { baseDelayMs: 50 }, ...(fetchFn ? { fetch: fetchFn } : {}), ...options });
+  return new TesClient({
+    apiKey: secret,
+    baseUrl: stack.baseUrl,
+    pollIntervalMs: 200,
+    retry: { baseDelayMs: 50 },
+    ...(fetchFn ? { fetch: fetchFn } : {}),
+    ...options,
+  });
 }
 
 async function executionCount(projectId: string): Promise<number> {
@@ -147,7 +167,9 @@ describe('run', () => {
   it('insufficient balance: InsufficientBalanceError after exactly one submit, nothing reserved', async () => {
     const p = await stack.seed({ creditMicros: 9 });
     const { fetch: f, sent } = recordingFetch();
-    const err = await client(p.secret, f).run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }).catch((e: unknown) => e);
+    const err = await client(p.secret, f)
+      .run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InsufficientBalanceError);
     const e = err as InsufficientBalanceError;
     expect([e.status, e.errorStatus, e.code, e.retryable, e.retryAfterSeconds]).toEqual([429, 'RESOURCE_EXHAUSTED', 'insufficient_balance', false, undefined]);
@@ -163,7 +185,9 @@ describe('run', () => {
   it('monthly cap: MonthlyCapExceededError after exactly one submit', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000, monthlyCapMicros: 9 });
     const { fetch: f, sent } = recordingFetch();
-    const err = await client(p.secret, f).run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }).catch((e: unknown) => e);
+    const err = await client(p.secret, f)
+      .run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(MonthlyCapExceededError);
     expect(sent.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep')).toHaveLength(1);
     expect(await executionCount(p.projectId)).toBe(0);
@@ -190,7 +214,10 @@ describe('run', () => {
 
 describe('results without polling', () => {
   const render = { text: 'stream', width: 320, height: 240, format: 'png' };
-  const toolPaths = (sent: Sent[]) => sent.filter((s) => s.path.startsWith('/tools/') && s.path !== '/tools/quote').map((s) => `${s.method} ${s.path.replace(/exe_\w+/, 'exe')}${s.prefer ? ` [${s.prefer}]` : ''}`);
+  const toolPaths = (sent: Sent[]) =>
+    sent
+      .filter((s) => s.path.startsWith('/tools/') && s.path !== '/tools/quote')
+      .map((s) => `${s.method} ${s.path.replace(/exe_\w+/, 'exe')}${s.prefer ? ` [${s.prefer}]` : ''}`);
 
   it('run() on image.render follows the stream: done well under the 5 s a poll would take, every change seen', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
@@ -213,7 +240,11 @@ describe('results without polling', () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const { fetch: f, sent } = recordingFetch();
     const started = Date.now();
-    const result = await client(p.secret, f, { pollIntervalMs: 5_000 }).run('test.sleep', { seconds: 0.3, steps: 2, costMicrosPerStep: 5 }, { strategy: 'wait' });
+    const result = await client(p.secret, f, { pollIntervalMs: 5_000 }).run(
+      'test.sleep',
+      { seconds: 0.3, steps: 2, costMicrosPerStep: 5 },
+      { strategy: 'wait' },
+    );
     expect(result.execution).toMatchObject({ status: 'succeeded', chargedMicros: 10 });
     expect(Date.now() - started).toBeLessThan(3_000);
     const paths = toolPaths(sent);
@@ -248,7 +279,11 @@ describe('results without polling', () => {
       const { fetch: f, sent } = recordingFetch();
       const c = new TesClient({ apiKey: p.secret, baseUrl: `http://127.0.0.1:${port}`, fetch: f, retry: { baseDelayMs: 50 } });
       const quote = await c.quote('test.sleep', { seconds: 0.6, steps: 4, costMicrosPerStep: 5 });
-      const { execution } = await client(p.secret).submit('test.sleep', { seconds: 0.6, steps: 4, costMicrosPerStep: 5 }, { ...quote, idempotencyKey: 'sdk-restart-0001' });
+      const { execution } = await client(p.secret).submit(
+        'test.sleep',
+        { seconds: 0.6, steps: 4, costMicrosPerStep: 5 },
+        { ...quote, idempotencyKey: 'sdk-restart-0001' },
+      );
       const stream = c.events(execution.id);
       const seen: { id: string; status: string; completed: number }[] = [];
       let restarted: Promise<void> | undefined;
@@ -293,7 +328,11 @@ describe('reads and typed errors', () => {
     const c = client(p.secret);
     const catalog = await c.tools();
     expect(catalog.tools.map((t) => t.name)).toEqual(expect.arrayContaining(['test.sleep', 'image.render']));
-    expect(await c.project()).toMatchObject({ project: { id: p.projectId }, balance: { availableMicros: 500_000, reservedMicros: 0 }, monthlyCapMicros: 1_000_000 });
+    expect(await c.project()).toMatchObject({
+      project: { id: p.projectId },
+      balance: { availableMicros: 500_000, reservedMicros: 0 },
+      monthlyCapMicros: 1_000_000,
+    });
 
     const quote = await c.quote('test.sleep', { seconds: 0.5, steps: 3, costMicrosPerStep: 7 });
     const { execution } = await c.submit('test.sleep', { seconds: 0.5, steps: 3, costMicrosPerStep: 7 }, { ...quote, idempotencyKey: 'sdk-cancel-0001' });
@@ -324,6 +363,9 @@ describe('reads and typed errors', () => {
     expect((bad as InvalidRequestError).details?.errors).toEqual(expect.arrayContaining([expect.objectContaining({ instancePath: '/steps' })]));
     await expect(c.execution('exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K')).rejects.toMatchObject({ code: 'execution_not_found' });
     expect(sent).toHaveLength(3);
-    await expect(new TesClient({ apiKey: 'tes_nope', baseUrl: stack.baseUrl }).tools()).rejects.toMatchObject({ code: 'platform_api_key_invalid', status: 401 });
+    await expect(new TesClient({ apiKey: 'tes_nope', baseUrl: stack.baseUrl }).tools()).rejects.toMatchObject({
+      code: 'platform_api_key_invalid',
+      status: 401,
+    });
   });
 });

@@ -21,10 +21,12 @@ let script: Step[] = [];
 let received: Received[] = [];
 const KEY = 'tes_abcdefgh_0123456789abcdefghijABCDEFGHIJ';
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => (_req, res) => {
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'X-Request-Id': `req-${received.length}`, ...headers });
-  res.end(JSON.stringify(body));
-};
+const json =
+  (status: number, body: unknown, headers: Record<string, string> = {}): Step =>
+  (_req, res) => {
+    res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'X-Request-Id': `req-${received.length}`, ...headers });
+    res.end(JSON.stringify(body));
+  };
 const error = (status: number, errorStatus: string, message: string, headers: Record<string, string> = {}): Step =>
   json(status, { error: { status: errorStatus, message } }, headers);
 const drop: Step = (req) => req.socket.destroy();
@@ -67,7 +69,12 @@ const submitOptions = { priceVersion: 'v1', maximumChargeMicros: 10, idempotency
 
 describe('resends', () => {
   it('a dropped connection and two 503s: the submit is resent with the same key and bytes until it is answered', async () => {
-    script = [drop, error(503, 'UNAVAILABLE', 'service_unavailable'), error(502, 'UNAVAILABLE', 'service_unavailable'), json(202, { data: EXECUTION }, { 'Retry-After': '5' })];
+    script = [
+      drop,
+      error(503, 'UNAVAILABLE', 'service_unavailable'),
+      error(502, 'UNAVAILABLE', 'service_unavailable'),
+      json(202, { data: EXECUTION }, { 'Retry-After': '5' }),
+    ];
     const result = await client().submit('test.sleep', { steps: 2 }, submitOptions);
     expect(result).toEqual({ execution: EXECUTION, replayed: false, retryAfterSeconds: 5, preferenceApplied: false });
     expect(received).toHaveLength(4);
@@ -78,7 +85,9 @@ describe('resends', () => {
 
   it('gives up after maxAttempts with a network error that names no key', async () => {
     script = [drop, drop, drop];
-    const err = await client({ maxAttempts: 3 }).tools().catch((e: unknown) => e);
+    const err = await client({ maxAttempts: 3 })
+      .tools()
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TesNetworkError);
     expect(received).toHaveLength(3);
     expect((err as Error).message).not.toContain(KEY);
@@ -107,7 +116,10 @@ describe('429', () => {
   });
 
   it('rate_limit_exceeded is waited out for its Retry-After, then resent with the same key', async () => {
-    script = [error(429, 'RESOURCE_EXHAUSTED', 'rate_limit_exceeded', { 'Retry-After': '1' }), json(202, { data: EXECUTION }, { 'Idempotent-Replayed': 'true' })];
+    script = [
+      error(429, 'RESOURCE_EXHAUSTED', 'rate_limit_exceeded', { 'Retry-After': '1' }),
+      json(202, { data: EXECUTION }, { 'Idempotent-Replayed': 'true' }),
+    ];
     const started = Date.now();
     const result = await client().submit('test.sleep', {}, submitOptions);
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
@@ -117,7 +129,9 @@ describe('429', () => {
 
   it('is thrown when the Retry-After is longer than allowed or the waits are used up', async () => {
     script = [error(429, 'RESOURCE_EXHAUSTED', 'rate_limit_exceeded', { 'Retry-After': '120' })];
-    const err = await client().tools().catch((e: unknown) => e);
+    const err = await client()
+      .tools()
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RateLimitedError);
     expect((err as RateLimitedError).retryAfterSeconds).toBe(120);
     expect(received).toHaveLength(1);
@@ -130,7 +144,16 @@ describe('429', () => {
 
 describe('run', () => {
   it("strategy 'poll' polls no faster than the 202 Retry-After asks, even with a short pollIntervalMs", async () => {
-    const quote = { tool: 'test.sleep', model: 'sleep', priceVersion: 'v1', currency: 'usd', minimumChargeMicros: 0, maximumChargeMicros: 10, unit: 'step', estimatedUnits: 2 };
+    const quote = {
+      tool: 'test.sleep',
+      model: 'sleep',
+      priceVersion: 'v1',
+      currency: 'usd',
+      minimumChargeMicros: 0,
+      maximumChargeMicros: 10,
+      unit: 'step',
+      estimatedUnits: 2,
+    };
     const done = { ...EXECUTION, status: 'succeeded', output: { artifacts: [] } };
     script = [json(200, { data: quote }), json(202, { data: EXECUTION }, { 'Retry-After': '1' }), json(200, { data: done })];
     const c = new TesClient({ apiKey: KEY, baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, pollIntervalMs: 10 });

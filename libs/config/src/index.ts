@@ -111,7 +111,18 @@ const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 /** Standard Webhooks-like: quick retries for a blip, then hours apart, for more than a day. */
 export const DEFAULT_WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
-  1_000, 5_000, 30_000, 2 * MINUTE, 10 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 4 * HOUR, 8 * HOUR, 8 * HOUR, 8 * HOUR,
+  1_000,
+  5_000,
+  30_000,
+  2 * MINUTE,
+  10 * MINUTE,
+  30 * MINUTE,
+  HOUR,
+  2 * HOUR,
+  4 * HOUR,
+  8 * HOUR,
+  8 * HOUR,
+  8 * HOUR,
 ];
 
 export function loadConfig(env: Env = process.env): Config {
@@ -178,7 +189,10 @@ export function loadConfig(env: Env = process.env): Config {
   // so heavy video work and light image work scale apart.
   const workerQueues: string[] = [];
   const workerConcurrencyByQueue: Record<string, number> = {};
-  for (const entry of str('WORKER_QUEUES', DEFAULTS.WORKER_QUEUES).split(',').map((q) => q.trim()).filter(Boolean)) {
+  for (const entry of str('WORKER_QUEUES', DEFAULTS.WORKER_QUEUES)
+    .split(',')
+    .map((q) => q.trim())
+    .filter(Boolean)) {
     const [name, concurrency] = entry.split(':') as [string, string | undefined];
     if (!/^[a-z][a-z0-9-]*$/.test(name)) problems.push(`WORKER_QUEUES has an invalid category "${name}"`);
     if (concurrency !== undefined) {
@@ -272,7 +286,10 @@ function parseTrustProxy(raw: string | undefined, problems: string[]): false | n
     problems.push('TRUST_PROXY=true would believe any X-Forwarded-For a client writes: give the number of proxies in front of the gateway, or their addresses');
     return false;
   }
-  const entries = v.split(',').map((e) => e.trim()).filter(Boolean);
+  const entries = v
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean);
   for (const e of entries) {
     const [address, prefix, extra] = e.split('/');
     const family = isIP(address ?? '');

@@ -4,7 +4,9 @@ const MICROS_PER_USD = 1_000_000;
 /** Human text for a price description, e.g. 2000 -> "$0.002". Display only. */
 export function formatUsd(micros: number): string {
   const whole = Math.floor(micros / MICROS_PER_USD);
-  const frac = String(micros % MICROS_PER_USD).padStart(6, '0').replace(/0+$/, '');
+  const frac = String(micros % MICROS_PER_USD)
+    .padStart(6, '0')
+    .replace(/0+$/, '');
   return `$${whole}${frac ? `.${frac.length < 2 ? frac.padEnd(2, '0') : frac}` : ''}`;
 }
 

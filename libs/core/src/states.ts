@@ -1,13 +1,5 @@
 /** Execution states (service-spec.md §3) and the moves api-contract.md allows. */
-export const EXECUTION_STATUSES = [
-  'queued',
-  'running',
-  'waiting',
-  'succeeded',
-  'failed',
-  'cancelled',
-  'needs_review',
-] as const;
+export const EXECUTION_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled', 'needs_review'] as const;
 
 export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
 

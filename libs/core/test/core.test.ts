@@ -34,7 +34,7 @@ describe('ids', () => {
     expect([...ids].sort()).toEqual(ids);
   });
 
-  it('the random part of a new millisecond\'s id is spread over every symbol (the pooled random source)', async () => {
+  it("the random part of a new millisecond's id is spread over every symbol (the pooled random source)", async () => {
     const firstSymbols = new Set<string>();
     for (let i = 0; i < 200; i++) {
       await new Promise((r) => setTimeout(r, 1)); // a new millisecond: a fresh random part, not an increment

@@ -33,10 +33,7 @@ export async function createOrganization(db: Knex, name: string): Promise<{ id: 
   return { id };
 }
 
-export async function createProject(
-  db: Knex,
-  input: { organizationId: string; name: string; monthlyCapMicros?: number | null },
-): Promise<{ id: string }> {
+export async function createProject(db: Knex, input: { organizationId: string; name: string; monthlyCapMicros?: number | null }): Promise<{ id: string }> {
   const org = await db('organizations').select('id').where({ id: input.organizationId }).first<{ id: string } | undefined>();
   if (!org) throw new AppError('invalid_request', `organization ${input.organizationId} not found`);
   const id = newId('prj');
@@ -188,7 +185,10 @@ export async function creditBalance(
  * project (an invoice, a payment id): a retried credit with the same reference and amount is
  * a no-op that answers the balance; the same reference with another amount is refused.
  */
-async function creditOnce(db: Knex, input: { projectId: string; micros: number; reference?: string | null }): Promise<{ availableMicros: number; replayed?: true }> {
+async function creditOnce(
+  db: Knex,
+  input: { projectId: string; micros: number; reference?: string | null },
+): Promise<{ availableMicros: number; replayed?: true }> {
   return db.transaction(async (trx) => {
     if (input.reference) {
       const prior = await trx('ledger_entries')

@@ -37,10 +37,9 @@ export async function sweepExpired(
     );
     let rows = res.rows;
     if (table === 'files' && rows.length > 0) {
-      const still = await trx.raw<{ rows: { id: string }[] }>(
-        `SELECT t.id FROM files t WHERE t.id = ANY(:ids::text[]) ${inUse('t')}`,
-        { ids: rows.map((r) => r.id) },
-      );
+      const still = await trx.raw<{ rows: { id: string }[] }>(`SELECT t.id FROM files t WHERE t.id = ANY(:ids::text[]) ${inUse('t')}`, {
+        ids: rows.map((r) => r.id),
+      });
       const free = new Set(still.rows.map((r) => r.id));
       rows = rows.filter((r) => free.has(r.id));
     }

@@ -29,12 +29,12 @@ function journalRows(entry: JournalEntry): Record<string, unknown>[] {
   const transactionId = randomUUID();
   // Zero postings are kept: every movement, even of nothing, leaves its trace for the audit.
   return entry.postings.map((p) => ({
-      transaction_id: transactionId,
-      project_id: entry.projectId,
-      execution_id: entry.executionId ?? null,
-      kind: entry.kind,
-      account: p.account,
-      amount_micros: p.amountMicros,
+    transaction_id: transactionId,
+    project_id: entry.projectId,
+    execution_id: entry.executionId ?? null,
+    kind: entry.kind,
+    account: p.account,
+    amount_micros: p.amountMicros,
     reference: entry.reference ?? null,
   }));
 }
@@ -160,7 +160,8 @@ export async function auditLedger(db: Knex): Promise<AuditReport> {
   for (const e of executions.rows) {
     const bad = (check: string, detail: string) => problems.push({ check, projectId: e.project_id, executionId: e.id, detail });
     const isOpen = open.includes(e.status);
-    if (e.reserves !== 1 || e.reserve_amount !== e.reserved_micros) bad('reserved_once', `${e.reserves} reservations of ${e.reserve_amount} for ${e.reserved_micros}`);
+    if (e.reserves !== 1 || e.reserve_amount !== e.reserved_micros)
+      bad('reserved_once', `${e.reserves} reservations of ${e.reserve_amount} for ${e.reserved_micros}`);
     if (isOpen && e.settlements !== 0) bad('open_not_settled', `${e.status} execution has ${e.settlements} settlements`);
     if (!isOpen && e.settlements !== 1) bad('settled_once', `${e.status} execution has ${e.settlements} settlements`);
     if (!isOpen && e.settled_charge !== e.charged_micros) bad('charge_matches_journal', `charged ${e.charged_micros} vs journal ${e.settled_charge}`);

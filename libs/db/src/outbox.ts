@@ -86,9 +86,14 @@ export async function sweepOutbox(
     );
     if (res.rows.length === 0) return 0;
     const { published, failed } = await publish(res.rows.map(toOutboxEntry));
-    if (published.length > 0) await trx('outbox').whereIn('id', published).update({ published_at: trx.fn.now(), attempts: trx.raw('attempts + 1') });
+    if (published.length > 0)
+      await trx('outbox')
+        .whereIn('id', published)
+        .update({ published_at: trx.fn.now(), attempts: trx.raw('attempts + 1') });
     for (const f of failed) {
-      await trx('outbox').where({ id: f.id }).update({ attempts: trx.raw('attempts + 1'), last_error: f.error.slice(0, 500) });
+      await trx('outbox')
+        .where({ id: f.id })
+        .update({ attempts: trx.raw('attempts + 1'), last_error: f.error.slice(0, 500) });
     }
     return published.length;
   });
@@ -141,7 +146,9 @@ export async function reapExpiredLeases(
     const crashed = (r: { status: string; lease_owner: string | null }) => r.status === 'running' && r.lease_owner !== null;
     const exhausted = res.rows.filter((r) => crashed(r) && r.attempts + 1 >= options.maxAttempts).map((r) => r.id);
     if (exhausted.length > 0) {
-      await trx('executions').whereIn('id', exhausted).update({ attempts: trx.raw('attempts + 1'), updated_at: trx.fn.now() });
+      await trx('executions')
+        .whereIn('id', exhausted)
+        .update({ attempts: trx.raw('attempts + 1'), updated_at: trx.fn.now() });
     }
     const rows = res.rows.filter((r) => !exhausted.includes(r.id));
     if (rows.length === 0) return { requeued: [], leasesLost: [], exhausted };

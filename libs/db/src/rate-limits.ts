@@ -31,5 +31,7 @@ export async function addRateLimitPoints(
 
 /** Windows that ended over an hour ago (the relay's janitor). */
 export async function deleteStaleRateLimits(db: Knex, nowMs: number = Date.now()): Promise<number> {
-  return db('rate_limits').where('expire', '<', nowMs - 3_600_000).delete();
+  return db('rate_limits')
+    .where('expire', '<', nowMs - 3_600_000)
+    .delete();
 }

@@ -13,7 +13,11 @@ export async function countRequests(db: Knex, counts: ReadonlyMap<string, number
   );
 }
 
-export async function getUsage(db: Knex, projectId: string, at: Date = new Date()): Promise<{ requestCount: number; executionCount: number; chargedMicros: number }> {
+export async function getUsage(
+  db: Knex,
+  projectId: string,
+  at: Date = new Date(),
+): Promise<{ requestCount: number; executionCount: number; chargedMicros: number }> {
   const row = await db<{ project_id: string; month: string; request_count: number; execution_count: number; charged_micros: number }>('usage_counters')
     .select('request_count', 'execution_count', 'charged_micros')
     .where({ project_id: projectId, month: monthKey(at) })

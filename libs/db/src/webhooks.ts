@@ -53,9 +53,7 @@ export async function deleteWebhookEndpoint(db: Knex, id: string): Promise<boole
   return db.transaction(async (trx) => {
     const n = await trx('webhook_endpoints').where({ id }).whereNull('deleted_at').update({ deleted_at: trx.fn.now() });
     if (n === 0) return false;
-    await trx('webhook_deliveries')
-      .where({ endpoint_id: id, status: 'pending' })
-      .update({ status: 'failed', last_error: 'the endpoint was deleted' });
+    await trx('webhook_deliveries').where({ endpoint_id: id, status: 'pending' }).update({ status: 'failed', last_error: 'the endpoint was deleted' });
     return true;
   });
 }
@@ -76,7 +74,19 @@ export interface WebhookDelivery {
 
 export async function listWebhookDeliveries(db: Knex, executionId: string): Promise<WebhookDelivery[]> {
   const rows = await db('webhook_deliveries')
-    .select('id', 'endpoint_id', 'execution_id', 'event_type', 'status', 'attempts', 'last_status_code', 'last_error', 'next_attempt_at', 'created_at', 'delivered_at')
+    .select(
+      'id',
+      'endpoint_id',
+      'execution_id',
+      'event_type',
+      'status',
+      'attempts',
+      'last_status_code',
+      'last_error',
+      'next_attempt_at',
+      'created_at',
+      'delivered_at',
+    )
     .where({ execution_id: executionId })
     .orderBy([{ column: 'created_at' }, { column: 'id' }]);
   return rows.map((r: Record<string, unknown>) => ({
@@ -140,7 +150,13 @@ export async function claimDueDeliveries(
        FROM picked, webhook_endpoints w
       WHERE d.id = picked.id AND w.id = d.endpoint_id
       RETURNING d.id, d.endpoint_id, d.project_id, d.execution_id, d.event_type, w.url, w.secret, d.payload, d.event_at, d.attempts - 1 AS attempts`,
-    { scan: options.limit * 10, perEndpoint: options.perEndpoint, limit: options.limit, leaseMs: options.leaseMs, exclude: [...(options.excludeEndpoints ?? [])] },
+    {
+      scan: options.limit * 10,
+      perEndpoint: options.perEndpoint,
+      limit: options.limit,
+      leaseMs: options.leaseMs,
+      exclude: [...(options.excludeEndpoints ?? [])],
+    },
   );
   return res.rows.map((r) => ({
     id: r.id as string,
@@ -158,7 +174,10 @@ export async function claimDueDeliveries(
 
 /** Keeps the body of a delivery's first attempt, so every attempt sends the same event. */
 export async function fixDeliveryPayload(db: Knex, id: string, payload: Record<string, unknown>): Promise<void> {
-  await db('webhook_deliveries').where({ id }).whereNull('payload').update({ payload: JSON.stringify(payload) });
+  await db('webhook_deliveries')
+    .where({ id })
+    .whereNull('payload')
+    .update({ payload: JSON.stringify(payload) });
 }
 
 /**

@@ -25,13 +25,28 @@ it('links the uploads named anywhere in open executions’ arguments, and nothin
   const other = await seedProject(db);
   const upload = (projectId: string, sha: string) =>
     recordUpload(db, { projectId, sha256: sha, format: 'png', mimeType: 'image/png', sizeBytes: 1, storageKey: `k/${sha}`, retentionMs: 60_000 });
-  const [a, b, foreign] = [(await upload(p.projectId, 'a'.repeat(64))).file, (await upload(p.projectId, 'b'.repeat(64))).file, (await upload(other.projectId, 'c'.repeat(64))).file];
+  const [a, b, foreign] = [
+    (await upload(p.projectId, 'a'.repeat(64))).file,
+    (await upload(p.projectId, 'b'.repeat(64))).file,
+    (await upload(other.projectId, 'c'.repeat(64))).file,
+  ];
   const { priceVersion } = await publishPrices(db, { backfill: 1 });
   const submit = async (key: string, args: Record<string, unknown>) => {
     const id = newId('exe');
     await submitExecution(db, {
-      id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'video.slideshow', model: 'ffmpeg', category: 'video', arguments: args, priceVersion,
-      totalSteps: 1, reservedMicros: 100, idempotencyKey: key, requestDigest: 'd', dispatchDeadlineMs: 60_000,
+      id,
+      projectId: p.projectId,
+      apiKeyId: p.keyId,
+      tool: 'video.slideshow',
+      model: 'ffmpeg',
+      category: 'video',
+      arguments: args,
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 100,
+      idempotencyKey: key,
+      requestDigest: 'd',
+      dispatchDeadlineMs: 60_000,
     });
     return id;
   };

@@ -54,8 +54,19 @@ afterAll(async () => {
 async function submitted(projectId: string, keyId: string, priceVersion: string): Promise<string> {
   const id = newId('exe');
   const r = await submitExecution(db, {
-    id, projectId, apiKeyId: keyId, tool: 'test.sleep', model: 'sleep', category: 'test', arguments: {}, priceVersion,
-    totalSteps: 2, reservedMicros: 1_000, idempotencyKey: `k-${id}`, requestDigest: 'd', dispatchDeadlineMs: 60_000,
+    id,
+    projectId,
+    apiKeyId: keyId,
+    tool: 'test.sleep',
+    model: 'sleep',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 2,
+    reservedMicros: 1_000,
+    idempotencyKey: `k-${id}`,
+    requestDigest: 'd',
+    dispatchDeadlineMs: 60_000,
   });
   expect(r.kind).toBe('created');
   return id;
@@ -87,15 +98,25 @@ it('versions grow with visible changes only, in commit order, and each committed
   await step('lease renewal', () => renewLease(db, id, 'w1', 30_000), false);
   await step('step start', () => startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w1' }), true);
   await step('step end', () => finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'w1', status: 'succeeded', costMicros: 10 }), true);
-  await step('fenced-out write', () => finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'zombie', status: 'failed', costMicros: 0 }), false);
+  await step(
+    'fenced-out write',
+    () => finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'zombie', status: 'failed', costMicros: 0 }),
+    false,
+  );
   await step('cancel requested', () => db('executions').where({ id }).update({ cancel_requested: true }), true);
-  await step('settle', () => settleExecution(db, { executionId: id, projectId: p.projectId, status: 'cancelled', chargedMicros: 10, from: ['running'], leaseOwner: 'w1' }), true);
+  await step(
+    'settle',
+    () => settleExecution(db, { executionId: id, projectId: p.projectId, status: 'cancelled', chargedMicros: 10, from: ['running'], leaseOwner: 'w1' }),
+    true,
+  );
   // a rolled-back change is neither versioned nor notified
   notified.length = 0;
-  await db.transaction(async (trx) => {
-    await trx('executions').where({ id }).update({ error_message: 'never' });
-    await trx.rollback();
-  }).catch(() => undefined);
+  await db
+    .transaction(async (trx) => {
+      await trx('executions').where({ id }).update({ error_message: 'never' });
+      await trx.rollback();
+    })
+    .catch(() => undefined);
   await settle();
   expect(notified).toEqual([]);
   expect(await version(p.projectId, id)).toBe(seen.at(-1));
@@ -147,7 +168,9 @@ it('claims due deliveries as leases, at most perEndpoint per endpoint, and recor
   await claimExecution(db, late, 'w', 30_000);
   await settleExecution(db, { executionId: late, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w' });
 
-  await db('webhook_deliveries').whereIn('endpoint_id', [slow.id, fast.id]).update({ next_attempt_at: db.raw("now() - interval '1 second'") });
+  await db('webhook_deliveries')
+    .whereIn('endpoint_id', [slow.id, fast.id])
+    .update({ next_attempt_at: db.raw("now() - interval '1 second'") });
   const first = await claimDueDeliveries(db, { limit: 10, perEndpoint: 2, leaseMs: 60_000 });
   const byUrl = (list: { url: string }[]) => list.map((d) => d.url).sort();
   // the fast endpoint's one delivery is not queued behind the slow endpoint's five

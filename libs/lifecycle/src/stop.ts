@@ -11,11 +11,7 @@ export interface Stoppable {
  * A part that throws or overruns its share is reported to `onFailed` and left running in the
  * background; the next part is stopped all the same. Resolves true when every part stopped.
  */
-export async function stopInOrder(
-  parts: readonly Stoppable[],
-  deadlineMs: number,
-  onFailed: (part: string, err: unknown) => void,
-): Promise<boolean> {
+export async function stopInOrder(parts: readonly Stoppable[], deadlineMs: number, onFailed: (part: string, err: unknown) => void): Promise<boolean> {
   const deadline = Date.now() + deadlineMs;
   let clean = true;
   for (const part of parts) {

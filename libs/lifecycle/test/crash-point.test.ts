@@ -8,7 +8,10 @@ function run(spec: string | undefined, script: string) {
   const env = { ...process.env };
   if (spec === undefined) delete env.TES_FAULT_CRASH_AT;
   else env.TES_FAULT_CRASH_AT = spec;
-  return spawnSync(process.execPath, ['-e', `const { crashPoint } = require(${JSON.stringify(dist)}); ${script}; console.log('alive')`], { env, encoding: 'utf8' });
+  return spawnSync(process.execPath, ['-e', `const { crashPoint } = require(${JSON.stringify(dist)}); ${script}; console.log('alive')`], {
+    env,
+    encoding: 'utf8',
+  });
 }
 
 it('kills the process with SIGKILL at the named point', () => {

@@ -56,8 +56,12 @@ function launch(env: Record<string, string> = {}) {
     child.once('exit', (code) =>
       resolve({
         code,
-        mine: lines().filter((l) => l.startsWith('@ ')).map((l) => l.slice(2)),
-        events: lines().filter((l) => l.startsWith('{')).map((l) => (JSON.parse(l) as { message: string }).message),
+        mine: lines()
+          .filter((l) => l.startsWith('@ '))
+          .map((l) => l.slice(2)),
+        events: lines()
+          .filter((l) => l.startsWith('{'))
+          .map((l) => (JSON.parse(l) as { message: string }).message),
         stderr,
       }),
     ),

@@ -200,10 +200,15 @@ export class Consumer {
 
   private startHandler(ch: Channel, msg: ConsumeMessage): void {
     this.running += 1;
-    this.track(ch, msg, (delivery) => this.options.handler(parse(msg), msg, delivery), () => {
-      this.running -= 1;
-      this.next();
-    });
+    this.track(
+      ch,
+      msg,
+      (delivery) => this.options.handler(parse(msg), msg, delivery),
+      () => {
+        this.running -= 1;
+        this.next();
+      },
+    );
   }
 
   /** Starts the oldest waiting message whose channel is still the live one (others were returned to the queue). */

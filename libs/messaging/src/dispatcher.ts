@@ -28,7 +28,9 @@ export async function publishOutbox(
   entries: readonly OutboxMessage[],
   timeoutMs: number = OUTBOX_PUBLISH_TIMEOUT_MS,
 ): Promise<{ published: number[]; failed: { id: number; error: string }[] }> {
-  const results = await Promise.allSettled(entries.map((e) => withTimeout(publisher.publish(e.routingKey, e.message, { messageId: `outbox-${e.id}` }), timeoutMs)));
+  const results = await Promise.allSettled(
+    entries.map((e) => withTimeout(publisher.publish(e.routingKey, e.message, { messageId: `outbox-${e.id}` }), timeoutMs)),
+  );
   const published: number[] = [];
   const failed: { id: number; error: string }[] = [];
   results.forEach((res, i) => {

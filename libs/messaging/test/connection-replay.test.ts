@@ -30,7 +30,10 @@ async function queueExists(queue: string): Promise<boolean> {
   try {
     const ch = await conn.createChannel();
     ch.on('error', () => undefined);
-    return await ch.checkQueue(queue).then(() => true, () => false);
+    return await ch.checkQueue(queue).then(
+      () => true,
+      () => false,
+    );
   } finally {
     await conn.close().catch(() => undefined);
   }
@@ -50,7 +53,11 @@ it('after a lost connection the topology is declared again before the consumer s
   const { logger, count } = capture();
   const client = new AmqpClient({ url: relay.url, logger, name: 'test-replay' });
   const received: string[] = [];
-  const consumer = new Consumer(client, { queue: names.queueFor(CATEGORY), concurrency: 1, handler: async (_p, msg) => (received.push(msg.content.toString()), 'ack') }, logger);
+  const consumer = new Consumer(
+    client,
+    { queue: names.queueFor(CATEGORY), concurrency: 1, handler: async (_p, msg) => (received.push(msg.content.toString()), 'ack') },
+    logger,
+  );
   const publisher = new ConfirmPublisher(client, names.exchange, logger);
   try {
     // the order services use: topology, then publisher, then consumers
@@ -122,7 +129,10 @@ it('a first connection that cannot be made fails the start after initialTimeoutM
   const { logger } = capture();
   const client = new AmqpClient({ url: `amqp://guest:s3cret-pass@127.0.0.1:${port}`, logger, name: 'test-refused', initialTimeoutMs: 500 });
   const started = Date.now();
-  const failure = await client.start().then(() => undefined, (err: unknown) => err as Error);
+  const failure = await client.start().then(
+    () => undefined,
+    (err: unknown) => err as Error,
+  );
   expect(failure?.message).toMatch(new RegExp(`^cannot connect to RabbitMQ at amqp://guest:\\*\\*\\*@127\\.0\\.0\\.1:${port}`));
   expect(failure?.message).not.toContain('s3cret-pass');
   expect(Date.now() - started).toBeLessThan(3_000);

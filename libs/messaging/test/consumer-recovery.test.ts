@@ -207,7 +207,7 @@ it('stop() during a recovery ends it: nothing subscribes afterwards and nothing 
   expect(h.count('amqp.consumer.recreated')).toBe(0);
 });
 
-it('a connection the broker closes is the connection layer\'s: one replay, no consumer-level recovery', async () => {
+it("a connection the broker closes is the connection layer's: one replay, no consumer-level recovery", async () => {
   const h = await harness();
   const connections = await rabbitmqctl('list_connections', 'pid', 'client_properties');
   const pid = connections

@@ -124,7 +124,6 @@ describe('log redaction', () => {
   });
 });
 
-
 describe('level filter', () => {
   it('a record below every transport level is dropped before it is redacted or serialised', () => {
     const capture = new CaptureTransport();

@@ -99,33 +99,29 @@ export class GuardedHttp {
     const maxBytes = r.maxBytes ?? 64 * 1024 * 1024;
     const mod = u.protocol === 'https:' ? https : http;
     return new Promise((resolve, reject) => {
-      const req = mod.request(
-        u,
-        { method, headers: r.headers, lookup, signal: r.signal, timeout: r.timeoutMs ?? 30_000 },
-        (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          let tooLarge = false;
-          res.on('data', (c: Buffer) => {
-            size += c.length;
-            if (size > maxBytes) {
-              tooLarge = true;
-              res.destroy();
-              return;
-            }
-            chunks.push(c);
-          });
-          const finish = () => {
-            if (tooLarge) reject(new Error(`response larger than ${maxBytes} bytes`));
-            else resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
-          };
-          res.on('end', finish);
-          res.on('close', () => {
-            if (tooLarge) finish();
-          });
-          res.on('error', reject);
-        },
-      );
+      const req = mod.request(u, { method, headers: r.headers, lookup, signal: r.signal, timeout: r.timeoutMs ?? 30_000 }, (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let tooLarge = false;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > maxBytes) {
+            tooLarge = true;
+            res.destroy();
+            return;
+          }
+          chunks.push(c);
+        });
+        const finish = () => {
+          if (tooLarge) reject(new Error(`response larger than ${maxBytes} bytes`));
+          else resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) });
+        };
+        res.on('end', finish);
+        res.on('close', () => {
+          if (tooLarge) finish();
+        });
+        res.on('error', reject);
+      });
       req.on('timeout', () => req.destroy(new Error('request timed out')));
       req.on('error', reject);
       req.end(r.body);

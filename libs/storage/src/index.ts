@@ -81,8 +81,7 @@ export class ObjectStore {
   constructor(options: StorageOptions) {
     this.bucket = options.bucket;
     this.client = new S3Client(clientConfig(options.endpoint, options));
-    this.publicClient =
-      options.publicEndpoint === options.endpoint ? this.client : new S3Client(clientConfig(options.publicEndpoint, options));
+    this.publicClient = options.publicEndpoint === options.endpoint ? this.client : new S3Client(clientConfig(options.publicEndpoint, options));
     stripBucketTrailingSlash(this.client);
     if (this.publicClient !== this.client) stripBucketTrailingSlash(this.publicClient);
   }

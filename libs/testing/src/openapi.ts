@@ -158,7 +158,9 @@ export class OpenApiValidator {
       if (!responses) return [`${where}: the operation has no responses`];
       const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => k in responses.value);
       if (!key) {
-        return [`${where}: status ${status} is not documented for ${op.method.toUpperCase()} ${op.template} (documented: ${Object.keys(responses.value).join(', ')})`];
+        return [
+          `${where}: status ${status} is not documented for ${op.method.toUpperCase()} ${op.template} (documented: ${Object.keys(responses.value).join(', ')})`,
+        ];
       }
       const r = this.deref(`${responses.pointer}/${escapePointer(key)}`);
       if (!r) return [`${where}: response ${key} does not resolve`];
@@ -296,7 +298,10 @@ function coerceHeader(value: string, schema: Record<string, unknown>): unknown {
 function formatErrors(errors: ErrorObject[] | null | undefined): string {
   return (errors ?? [])
     .slice(0, 10)
-    .map((e) => `${e.instancePath || '/'} ${e.message ?? e.keyword}${e.keyword === 'enum' || e.keyword === 'additionalProperties' ? ` ${JSON.stringify(e.params)}` : ''}`)
+    .map(
+      (e) =>
+        `${e.instancePath || '/'} ${e.message ?? e.keyword}${e.keyword === 'enum' || e.keyword === 'additionalProperties' ? ` ${JSON.stringify(e.params)}` : ''}`,
+    )
     .join('; ');
 }
 

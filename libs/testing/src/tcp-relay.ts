@@ -30,8 +30,14 @@ export async function startTcpRelay(targetUrl: string, defaultPort: number): Pro
       const pair = { client, upstream };
       pairs.add(pair);
       for (const s of [client, upstream]) s.on('error', () => undefined);
-      client.on('close', () => { pairs.delete(pair); upstream.destroy(); });
-      upstream.on('close', () => { pairs.delete(pair); client.destroy(); });
+      client.on('close', () => {
+        pairs.delete(pair);
+        upstream.destroy();
+      });
+      upstream.on('close', () => {
+        pairs.delete(pair);
+        client.destroy();
+      });
       client.pipe(upstream);
       upstream.pipe(client);
       if (held.requests) client.pause();
@@ -56,11 +62,15 @@ export async function startTcpRelay(targetUrl: string, defaultPort: number): Pro
     url: url.toString(),
     holdRequests: (on) => {
       held.requests = on;
-      for (const { client } of pairs) if (on) client.pause(); else client.resume();
+      for (const { client } of pairs)
+        if (on) client.pause();
+        else client.resume();
     },
     holdAnswers: (on) => {
       held.answers = on;
-      for (const { upstream } of pairs) if (on) upstream.pause(); else upstream.resume();
+      for (const { upstream } of pairs)
+        if (on) upstream.pause();
+        else upstream.resume();
     },
     cut,
     restore: async () => {

@@ -160,7 +160,10 @@ describe('the OpenAPI document', () => {
     expect(authed).toHaveLength(11);
     for (const op of authed) {
       const responses = op.operation.responses as Obj;
-      expect({ op: op.template, codes: Object.keys(responses) }).toEqual({ op: op.template, codes: expect.arrayContaining(['401', '403', '404', '429', '500', '503']) });
+      expect({ op: op.template, codes: Object.keys(responses) }).toEqual({
+        op: op.template,
+        codes: expect.arrayContaining(['401', '403', '404', '429', '500', '503']),
+      });
       expect(errorPairs(`${op.pointer}/responses/404`)).toContainEqual({ status: 'NOT_FOUND', message: 'route_not_found' });
       expect(typeof op.operation['x-required-scope']).toBe('string');
       for (const code of Object.keys(responses).filter((c) => c.startsWith('2'))) {
@@ -180,7 +183,9 @@ describe('the OpenAPI document', () => {
 
   it('every error response pairs HTTP status, error.status and error.message as the gateway does, and every code is documented', () => {
     const seen = new Set<string>();
-    const allResponses = operations.flatMap((op) => Object.keys(op.operation.responses as Obj).map((code) => ({ where: op.template, pointer: `${op.pointer}/responses/${code}`, code })));
+    const allResponses = operations.flatMap((op) =>
+      Object.keys(op.operation.responses as Obj).map((code) => ({ where: op.template, pointer: `${op.pointer}/responses/${code}`, code })),
+    );
     // the answer to a method a listed path does not take belongs to no operation
     allResponses.push({ where: 'x-method-not-allowed', pointer: '#/x-method-not-allowed', code: '405' });
     for (const { where, pointer, code } of allResponses.filter((r) => Number(r.code) >= 400)) {
@@ -216,4 +221,3 @@ describe('the OpenAPI document', () => {
     expect(loadOpenApi(OPENAPI_PATH)).toEqual(doc satisfies OpenApiDocument);
   });
 });
-

@@ -77,9 +77,18 @@ const succeededRec = record({
   output: { artifacts: [artifact()], durationSeconds: 2 },
 });
 const succeeded = publicExecution(succeededRec, [step(succeededRec, 0), step(succeededRec, 1)]);
-const failedRec = record({ status: 'failed', chargedMicros: 1000, startedAt: T1, finishedAt: T2, errorCode: 'provider_error', errorMessage: 'the provider failed' });
+const failedRec = record({
+  status: 'failed',
+  chargedMicros: 1000,
+  startedAt: T1,
+  finishedAt: T2,
+  errorCode: 'provider_error',
+  errorMessage: 'the provider failed',
+});
 const failed = publicExecution(failedRec, [step(failedRec, 0), step(failedRec, 1, { status: 'failed', costMicros: 0 })]);
-const cancelRequested = publicExecution({ ...runningRec, cancelRequested: true }, [step(runningRec, 0, { status: 'running', finishedAt: null, costMicros: 0 })]);
+const cancelRequested = publicExecution({ ...runningRec, cancelRequested: true }, [
+  step(runningRec, 0, { status: 'running', finishedAt: null, costMicros: 0 }),
+]);
 
 function headers(extra: ResponseHeaders = {}, authenticated = true): ResponseHeaders {
   return {
@@ -135,15 +144,25 @@ describe('OpenApiValidator accepts real responses', () => {
   });
 
   it('quotes as Catalog.quote builds them', () => {
-    ok('POST', '/tools/quote', 200, { data: catalog.quote(catalog.resolve('test.sleep', { seconds: 1, steps: 3, costMicrosPerStep: 7 }), DEFAULT_PRICE_LIST, VERSION) });
-    ok('POST', '/tools/quote', 200, { data: catalog.quote(catalog.resolve('image.render', { text: 'Hello', width: 1200, height: 900, format: 'png' }), DEFAULT_PRICE_LIST, VERSION) });
+    ok('POST', '/tools/quote', 200, {
+      data: catalog.quote(catalog.resolve('test.sleep', { seconds: 1, steps: 3, costMicrosPerStep: 7 }), DEFAULT_PRICE_LIST, VERSION),
+    });
+    ok('POST', '/tools/quote', 200, {
+      data: catalog.quote(catalog.resolve('image.render', { text: 'Hello', width: 1200, height: 900, format: 'png' }), DEFAULT_PRICE_LIST, VERSION),
+    });
   });
 
   it('executions as publicExecution builds them, in every route that returns one', () => {
     const accepted = publicExecution(queued, []);
     const location = `/tools/executions/${queued.id}`;
     ok('POST', '/tools/test.sleep', 202, { data: accepted }, headers({ 'retry-after': '5', location }));
-    ok('POST', '/tools/test.sleep', 202, { data: running }, headers({ 'retry-after': '5', location: `/tools/executions/${runningRec.id}`, 'idempotent-replayed': 'true' }));
+    ok(
+      'POST',
+      '/tools/test.sleep',
+      202,
+      { data: running },
+      headers({ 'retry-after': '5', location: `/tools/executions/${runningRec.id}`, 'idempotent-replayed': 'true' }),
+    );
     ok('POST', '/tools/image.render', 200, { data: succeeded }, headers({ 'idempotent-replayed': 'true' }));
     for (const e of [accepted, running, succeeded, failed, cancelRequested]) ok('GET', `/tools/executions/${e.id as string}`, 200, { data: e });
     ok('POST', `/tools/executions/${queued.id}/cancel`, 200, { data: publicExecution({ ...queued, status: 'cancelled', finishedAt: T1 }, []) });
@@ -158,10 +177,18 @@ describe('OpenApiValidator accepts real responses', () => {
   it('downloads and uploads', () => {
     const a = (succeeded.output as { artifacts: { id: string }[] }).artifacts[0]!;
     ok('GET', `/tools/executions/${succeeded.id as string}/artifacts/${a.id}/download`, 200, {
-      data: { url: 'http://127.0.0.1:9000/bucket/artifacts/x.txt?X-Amz-Expires=300&X-Amz-Signature=abc', expiresAt: T2, mimeType: 'text/plain', sizeBytes: 31, sha256: SHA },
+      data: {
+        url: 'http://127.0.0.1:9000/bucket/artifacts/x.txt?X-Amz-Expires=300&X-Amz-Signature=abc',
+        expiresAt: T2,
+        mimeType: 'text/plain',
+        sizeBytes: 31,
+        sha256: SHA,
+      },
     });
     ok('POST', '/tools/upload', 200, { data: { id: newId('file'), format: 'png', mimeType: 'image/png', sizeBytes: 1234, sha256: SHA, expiresAt: T2 } });
-    ok('POST', '/tools/upload', 200, { data: { id: newId('file'), format: 'wav', mimeType: 'audio/wav', sizeBytes: 12 * 1024 * 1024, sha256: SHA, expiresAt: T2 } });
+    ok('POST', '/tools/upload', 200, {
+      data: { id: newId('file'), format: 'wav', mimeType: 'audio/wav', sizeBytes: 12 * 1024 * 1024, sha256: SHA, expiresAt: T2 },
+    });
   });
 
   it('the document itself, without authentication', () => {
@@ -183,7 +210,12 @@ describe('OpenApiValidator accepts real responses', () => {
     }
     const cases: [string, string, ErrorCode, Obj?][] = [
       ['POST', '/tools/quote', 'invalid_json'],
-      ['POST', '/tools/quote', 'invalid_arguments', { errors: [{ instancePath: '/width', keyword: 'maximum', message: 'must be <= 4096', params: { limit: 4096 } }] }],
+      [
+        'POST',
+        '/tools/quote',
+        'invalid_arguments',
+        { errors: [{ instancePath: '/width', keyword: 'maximum', message: 'must be <= 4096', params: { limit: 4096 } }] },
+      ],
       ['POST', '/tools/quote', 'tool_not_found', { tool: 'nope' }],
       ['POST', '/tools/quote', 'request_too_large', { limitBytes: 65536 }],
       ['POST', '/tools/test.sleep', 'idempotency_key_required'],
@@ -235,25 +267,35 @@ describe('OpenApiValidator rejects', () => {
     expect(p).toEqual([expect.stringMatching(/reservedMicros must be integer/)]);
     expect(problems('GET', '/tools/usage', 200, { data: { ...usage, chargedMicros: 1.5 } })).toHaveLength(1);
     expect(problems('GET', '/tools/usage', 200, { data: { ...usage, chargedMicros: -1 } })).toHaveLength(1);
-    expect(problems('GET', '/tools', 200, { data: { ...(catalog.describe(DEFAULT_PRICE_LIST, VERSION, true) as Obj), executionEnabled: 'yes' } })).toHaveLength(1);
+    expect(problems('GET', '/tools', 200, { data: { ...(catalog.describe(DEFAULT_PRICE_LIST, VERSION, true) as Obj), executionEnabled: 'yes' } })).toHaveLength(
+      1,
+    );
   });
 
   it('a missing required field, and a field the document does not know', () => {
     const { chargedMicros: _dropped, ...withoutCharge } = succeeded;
-    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: withoutCharge })).toEqual([expect.stringMatching(/must have required property 'chargedMicros'/)]);
+    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: withoutCharge })).toEqual([
+      expect.stringMatching(/must have required property 'chargedMicros'/),
+    ]);
     expect(problems('GET', '/tools/executions', 200, { data: [] })).toEqual([expect.stringMatching(/hasMore/)]);
-    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: { ...succeeded, secret: 'x' } })).toEqual([expect.stringMatching(/additional properties/)]);
+    expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: { ...succeeded, secret: 'x' } })).toEqual([
+      expect.stringMatching(/additional properties/),
+    ]);
     const noArtifacts = { ...succeeded, output: { durationSeconds: 2 } };
     expect(problems('GET', `/tools/executions/${queued.id}`, 200, { data: noArtifacts })).toEqual([expect.stringMatching(/artifacts/)]);
   });
 
   it('an undocumented status', () => {
     expect(problems('GET', '/tools', 201, { data: {} })).toEqual([expect.stringMatching(/status 201 is not documented/)]);
-    expect(problems('GET', `/tools/executions/${queued.id}`, 409, errorOf('idempotency_key_reused').body)).toEqual([expect.stringMatching(/status 409 is not documented/)]);
+    expect(problems('GET', `/tools/executions/${queued.id}`, 409, errorOf('idempotency_key_reused').body)).toEqual([
+      expect.stringMatching(/status 409 is not documented/),
+    ]);
     expect(problems('GET', '/nope', 200, {}, headers({}, false))).toEqual([expect.stringMatching(/no path template/)]);
     // a known path with a method it does not take: 405 with Allow, not 404
     expect(problems('GET', '/tools/quote', 404, errorOf('route_not_found').body)).toEqual([expect.stringMatching(/may only answer 405/)]);
-    expect(problems('GET', '/tools/quote', 405, errorOf('method_not_allowed', { allowedMethods: ['POST'] }).body)).toEqual([expect.stringMatching(/Allow is missing/)]);
+    expect(problems('GET', '/tools/quote', 405, errorOf('method_not_allowed', { allowedMethods: ['POST'] }).body)).toEqual([
+      expect.stringMatching(/Allow is missing/),
+    ]);
     const strict = new OpenApiValidator(doc, { strictOperations: true });
     expect(strict.validate('GET', '/nope', 404, headers({}, false), errorOf('route_not_found').body)).toHaveLength(1);
   });
@@ -287,7 +329,9 @@ describe('OpenApiValidator rejects', () => {
     const lenient = new OpenApiValidator(doc, { ignoreMissingHeaders: ['ratelimit-limit'] });
     expect(lenient.validate('GET', '/tools/usage', 200, noLimit, { data: usage })).toEqual([]);
     expect(problems('GET', '/tools/usage', 200, { data: usage }, headers({ 'ratelimit-remaining': 'many' }))).toHaveLength(1);
-    expect(problems('GET', '/tools/usage', 200, { data: usage }, headers({ 'content-type': 'text/html' }))).toEqual([expect.stringMatching(/Content-Type text\/html/)]);
+    expect(problems('GET', '/tools/usage', 200, { data: usage }, headers({ 'content-type': 'text/html' }))).toEqual([
+      expect.stringMatching(/Content-Type text\/html/),
+    ]);
   });
 
   it('assertValid throws an Error listing the problems', () => {

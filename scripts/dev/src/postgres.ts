@@ -68,7 +68,10 @@ async function startEmbedded(settings: Settings, lifecycle: Lifecycle, onDied: (
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     detached: true,
   });
-  for (const [stream, to] of [[host.stdout, process.stdout], [host.stderr, process.stderr]] as const) {
+  for (const [stream, to] of [
+    [host.stdout, process.stdout],
+    [host.stderr, process.stderr],
+  ] as const) {
     if (stream) readline.createInterface({ input: stream, crlfDelay: Infinity }).on('line', (l) => line('postgres', l, to));
   }
   let ready = false;

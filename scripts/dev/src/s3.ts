@@ -24,9 +24,7 @@ export async function prepareStorage(settings: Settings, lifecycle: Lifecycle): 
       s3 = await startEmbeddedS3({ port, address: endpoint.hostname, directory: settings.embeddedS3Dir });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') {
-        throw new DevError(
-          `port ${port} (the embedded S3 server) is in use: is another \`npm start\` running? Stop it, or set S3_ENDPOINT to an S3 server.`,
-        );
+        throw new DevError(`port ${port} (the embedded S3 server) is in use: is another \`npm start\` running? Stop it, or set S3_ENDPOINT to an S3 server.`);
       }
       throw err;
     }

@@ -68,7 +68,10 @@ export const COMMANDS: CommandSpec[] = [
       'expires-at': { description: 'optional RFC 3339 expiry time' },
     },
     run: async (db, o) => {
-      const scopes = required(o, 'scopes').split(',').map((s) => s.trim()).filter(Boolean);
+      const scopes = required(o, 'scopes')
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       const bad = scopes.filter((s) => !isScope(s));
       if (bad.length > 0 || scopes.length === 0) throw new UsageError(`unknown scopes: ${bad.join(', ') || '(none given)'}; allowed: ${SCOPES.join(', ')}`);
       const role = (o.role ?? 'MEMBER') as Role;

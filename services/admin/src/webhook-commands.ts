@@ -27,7 +27,14 @@ function endpointUrl(raw: string): string {
 
 function events(raw: string | undefined): WebhookEvent[] | undefined {
   if (raw === undefined) return undefined;
-  const list = [...new Set(raw.split(',').map((e) => e.trim()).filter(Boolean))];
+  const list = [
+    ...new Set(
+      raw
+        .split(',')
+        .map((e) => e.trim())
+        .filter(Boolean),
+    ),
+  ];
   const unknown = list.filter((e) => !(WEBHOOK_EVENTS as readonly string[]).includes(e));
   if (list.length === 0 || unknown.length > 0) {
     throw new UsageError(`unknown events: ${unknown.join(', ') || '(none given)'}; allowed: ${WEBHOOK_EVENTS.join(', ')}`);

@@ -121,7 +121,12 @@ describe('operator flow', () => {
   });
 
   it('key create validates scopes and role and writes nothing when they are wrong', async () => {
-    for (const args of [['--scopes', 'tools:read,tools:destroy'], ['--scopes', ','], ['--scopes', 'tools:read', '--role', 'OWNER'], ['--scopes', 'tools:read', '--expires-at', 'soon']]) {
+    for (const args of [
+      ['--scopes', 'tools:read,tools:destroy'],
+      ['--scopes', ','],
+      ['--scopes', 'tools:read', '--role', 'OWNER'],
+      ['--scopes', 'tools:read', '--expires-at', 'soon'],
+    ]) {
       const r = await cli('key', 'create', '--project', projectId, '--name', 'ci', ...args);
       expect(r.code).toBe(2);
       expect(r.out).toBe('');
@@ -153,16 +158,24 @@ describe('operator flow', () => {
       expect(r.code).toBe(2);
     }
     expect(await count('ledger_entries')).toBe(0);
-    expect((await cli('balance', 'credit', '--project', projectId, '--micros', '2500000', '--reference', 'inv-1')).json()).toEqual({ availableMicros: 2_500_000 });
+    expect((await cli('balance', 'credit', '--project', projectId, '--micros', '2500000', '--reference', 'inv-1')).json()).toEqual({
+      availableMicros: 2_500_000,
+    });
     expect((await cli('balance', 'credit', '--project', projectId, '--micros', '500000')).json()).toEqual({ availableMicros: 3_000_000 });
     // A retried credit with the same reference is a no-op; the same reference with another amount is refused.
-    expect((await cli('balance', 'credit', '--project', projectId, '--micros', '2500000', '--reference', 'inv-1')).json()).toEqual({ availableMicros: 3_000_000, replayed: true });
+    expect((await cli('balance', 'credit', '--project', projectId, '--micros', '2500000', '--reference', 'inv-1')).json()).toEqual({
+      availableMicros: 3_000_000,
+      replayed: true,
+    });
     const clash = await cli('balance', 'credit', '--project', projectId, '--micros', '7', '--reference', 'inv-1');
     expect(clash.code).not.toBe(0);
     expect((await cli('balance', 'credit', '--project', projectId, '--micros', '1', '--reference', 'inv-2')).json()).toEqual({ availableMicros: 3_000_001 });
     expect((await db('projects').where({ id: projectId }).first()).available_micros).toBe(3_000_001);
     const credit = await db('ledger_entries').where({ project_id: projectId, reference: 'inv-1' }).orderBy('account');
-    expect(credit.map((e) => [e.account, e.amount_micros])).toEqual([['available', 2_500_000], ['funding', -2_500_000]]);
+    expect(credit.map((e) => [e.account, e.amount_micros])).toEqual([
+      ['available', 2_500_000],
+      ['funding', -2_500_000],
+    ]);
   });
 
   it('cap set takes a number or none', async () => {

@@ -24,10 +24,24 @@ async function cli(...argv: string[]) {
 
 it('webhook create prints the secret once; list never shows it; delete ends pending deliveries', async () => {
   const p = await seedProject(db);
-  const created = await cli('webhook', 'create', '--project', p.projectId, '--url', 'https://hooks.example.test/tes', '--events', 'execution.succeeded,execution.failed');
+  const created = await cli(
+    'webhook',
+    'create',
+    '--project',
+    p.projectId,
+    '--url',
+    'https://hooks.example.test/tes',
+    '--events',
+    'execution.succeeded,execution.failed',
+  );
   expect(created.code).toBe(0);
   const e = created.json();
-  expect(e).toEqual({ id: expect.stringMatching(/^whk_[0-9A-Z]{26}$/), secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{32}$/), url: 'https://hooks.example.test/tes', events: ['execution.succeeded', 'execution.failed'] });
+  expect(e).toEqual({
+    id: expect.stringMatching(/^whk_[0-9A-Z]{26}$/),
+    secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{32}$/),
+    url: 'https://hooks.example.test/tes',
+    events: ['execution.succeeded', 'execution.failed'],
+  });
   const all = await cli('webhook', 'create', '--project', p.projectId, '--url', 'http://127.0.0.1:9/all');
   expect(all.json().events).toEqual(['execution.succeeded', 'execution.failed', 'execution.cancelled', 'execution.needs_review']);
 

@@ -14,7 +14,9 @@ export function checkStorable(body: unknown, query: unknown): void {
   }
   const where = unstorableText(body, '') ?? unstorableText(query, '?');
   if (where !== undefined) {
-    throw new AppError('invalid_request', 'invalid_request', { details: { instancePath: where, message: 'text must not contain NUL characters or unpaired surrogates' } });
+    throw new AppError('invalid_request', 'invalid_request', {
+      details: { instancePath: where, message: 'text must not contain NUL characters or unpaired surrogates' },
+    });
   }
 }
 
@@ -41,7 +43,9 @@ function unstorableText(value: unknown, path: string, depth = 0): string | undef
   }
   if (value !== null && typeof value === 'object') {
     for (const [k, v] of Object.entries(value)) {
-      const found = unstorableText(k, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1) ?? unstorableText(v, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1);
+      const found =
+        unstorableText(k, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1) ??
+        unstorableText(v, `${path}/${k.replace(/[^\x20-\x7e]/g, '?')}`, depth + 1);
       if (found !== undefined) return found;
     }
   }

@@ -73,7 +73,9 @@ export function answerClientError(logger: Logger): (err: NodeJS.ErrnoException, 
     }
     const refusal = refusalFor(err);
     const { head, body, requestId } = errorResponse(refusal.code, { reason: refusal.reason, ...(err.code ? { parserError: err.code } : {}) });
-    const lines = Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    const lines = Object.entries(head)
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
     // end(), not destroy(): closing with unread bytes in the receive buffer sends a reset,
     // which can discard the answer before the client reads it. The bytes still arriving are
     // read (and refused again, unanswered) until the client closes or LINGER_MS passes.

@@ -132,7 +132,8 @@ export async function startGatewayCluster(config: Config, logger: Logger): Promi
     first.map(
       (worker) =>
         new Promise<void>((resolve, reject) => {
-          const onExit = (code: number | null, signal: string | null) => reject(new Error(`gateway process ${worker.process.pid} exited during start (${signal ?? code})`));
+          const onExit = (code: number | null, signal: string | null) =>
+            reject(new Error(`gateway process ${worker.process.pid} exited during start (${signal ?? code})`));
           worker.once('exit', onExit);
           worker.once('listening', () => {
             worker.off('exit', onExit);

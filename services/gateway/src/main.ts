@@ -6,8 +6,14 @@ import { startGateway } from './server';
 
 const running = cluster.isWorker
   ? // one of GATEWAY_PROCESSES under a primary (cluster.ts)
-    runService('gateway', () => loadConfig(), (config, logger) => startGateway(config, logger, { clusterWorker: true }))
-  : runService('gateway', () => loadConfig(), (config, logger) =>
-      config.gatewayProcesses > 1 ? startGatewayCluster(config, logger) : startGateway(config, logger),
+    runService(
+      'gateway',
+      () => loadConfig(),
+      (config, logger) => startGateway(config, logger, { clusterWorker: true }),
+    )
+  : runService(
+      'gateway',
+      () => loadConfig(),
+      (config, logger) => (config.gatewayProcesses > 1 ? startGatewayCluster(config, logger) : startGateway(config, logger)),
     );
 void running.then((code) => process.exit(code));

@@ -56,7 +56,8 @@ function keyChain(key: string, route: KeyRoute, operation: CompiledOperation): R
   if (route.path !== '/tools' && !route.path.startsWith('/tools/')) throw new Error(`${key}: a keyed route must be under /tools`);
   if (operation.requiredScope !== route.scope) throw new Error(`${key}: openapi.json requires ${String(operation.requiredScope)}, the route ${route.scope}`);
   const declaresBody = operation.body !== undefined;
-  if (declaresBody !== (route.body !== 'none')) throw new Error(`${key}: openapi.json ${declaresBody ? 'declares' : 'declares no'} request body, the route reads '${route.body}'`);
+  if (declaresBody !== (route.body !== 'none'))
+    throw new Error(`${key}: openapi.json ${declaresBody ? 'declares' : 'declares no'} request body, the route reads '${route.body}'`);
   if (route.body === 'upload' && route.bodyLimitBytes === undefined) throw new Error(`${key}: an upload route declares its body limit`);
   if (route.admit && route.body !== 'upload') throw new Error(`${key}: only an upload route admits before reading its body`);
 

@@ -57,7 +57,10 @@ export class RequestLimits {
       this.headers(res, r);
       if (!r.allowed) {
         res.set('Retry-After', String(Math.max(1, Math.ceil(r.msBeforeNext / 1000))));
-        throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', { retryable: true, details: { limit: this.perMinute, windowSeconds: WINDOW_SECONDS } });
+        throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {
+          retryable: true,
+          details: { limit: this.perMinute, windowSeconds: WINDOW_SECONDS },
+        });
       }
       next();
     };

@@ -163,7 +163,9 @@ function checkWith<T>(validate: ValidateFunction): Check<T> {
     if (!validate(value)) {
       throw new AppError('invalid_request', 'invalid_request', {
         details: {
-          errors: (validate.errors ?? []).slice(0, 20).map((e) => ({ instancePath: e.instancePath, keyword: e.keyword, message: e.message ?? e.keyword, params: e.params })),
+          errors: (validate.errors ?? [])
+            .slice(0, 20)
+            .map((e) => ({ instancePath: e.instancePath, keyword: e.keyword, message: e.message ?? e.keyword, params: e.params })),
         },
       });
     }

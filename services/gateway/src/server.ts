@@ -56,7 +56,12 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
   await publisher.start();
   await amqp.start();
-  const dispatcher = new OutboxDispatcher(publisher, (ids) => markOutboxPublished(db, ids), logger, (n) => metrics.outboxPublished.inc({ source: 'gateway' }, n));
+  const dispatcher = new OutboxDispatcher(
+    publisher,
+    (ids) => markOutboxPublished(db, ids),
+    logger,
+    (n) => metrics.outboxPublished.inc({ source: 'gateway' }, n),
+  );
   const settings = new SettingsCache(db, config.settingsCacheTtlMs);
   await settings.get(); // fails fast when the database is unreachable or unmigrated
 

@@ -161,7 +161,10 @@ export class SharedWindowLimiter {
         // one, including those that were waiting on this lease. Overloaded: refuse this one
         // (fail closed). Any other error is a fault of ours and is not hidden.
         if (isOverloadError(err)) {
-          throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'the rate limit cannot be checked now (database overloaded); retry shortly' } });
+          throw new AppError('service_unavailable', 'service_unavailable', {
+            retryable: true,
+            details: { reason: 'the rate limit cannot be checked now (database overloaded); retry shortly' },
+          });
         }
         if (!isUnreachableError(err)) throw err;
         if (!this.storeDown) this.options.onStoreError?.(err);
@@ -179,7 +182,12 @@ export class SharedWindowLimiter {
     // an exhausted key is re-checked with one point, not a block it would mostly waste
     const size = slot.exhausted ? 1 : Math.min(slot.nextLease, this.maxLease);
     this.leases += 1;
-    const { counted, windowEndMs } = await addRateLimitPoints(this.db, { key: `${this.options.keyPrefix}:${key}`, points: size, nowMs: now, windowEndMs: now + this.windowMs });
+    const { counted, windowEndMs } = await addRateLimitPoints(this.db, {
+      key: `${this.options.keyPrefix}:${key}`,
+      points: size,
+      nowMs: now,
+      windowEndMs: now + this.windowMs,
+    });
     // The counter grew by exactly `size`, so before this lease it stood at counted − size.
     const granted = Math.max(0, Math.min(size, this.options.points - (counted - size)));
     slot.windowEnd = windowEndMs;

@@ -94,9 +94,16 @@ export class UploadSlots {
       if (rate >= minBytesPerSecond) return;
       clearInterval(timer);
       if (!res.headersSent) {
-        res.status(400).set({ Connection: 'close', 'Cache-Control': 'no-store' }).json({
-          error: { status: 'INVALID_ARGUMENT', message: 'invalid_request', details: { reason: `the upload body arrived slower than ${minBytesPerSecond} bytes/s` } },
-        });
+        res
+          .status(400)
+          .set({ Connection: 'close', 'Cache-Control': 'no-store' })
+          .json({
+            error: {
+              status: 'INVALID_ARGUMENT',
+              message: 'invalid_request',
+              details: { reason: `the upload body arrived slower than ${minBytesPerSecond} bytes/s` },
+            },
+          });
       }
       // the parser is still waiting on the body: end the connection once the answer is out
       res.once('finish', () => socket.destroy());

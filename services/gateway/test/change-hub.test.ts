@@ -29,8 +29,19 @@ it('re-syncs by version when no notification comes, and reads only what changed'
   for (let i = 0; i < 3; i++) {
     const id = newId('exe');
     await submitExecution(db, {
-      id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'sleep', category: 'test', arguments: {}, priceVersion,
-      totalSteps: 1, reservedMicros: 100, idempotencyKey: `hub-${id}`, requestDigest: 'd', dispatchDeadlineMs: 60_000,
+      id,
+      projectId: p.projectId,
+      apiKeyId: p.keyId,
+      tool: 'test.sleep',
+      model: 'sleep',
+      category: 'test',
+      arguments: {},
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 100,
+      idempotencyKey: `hub-${id}`,
+      requestDigest: 'd',
+      dispatchDeadlineMs: 60_000,
     });
     ids.push(id);
   }

@@ -64,9 +64,28 @@ describe('matching order and the Allow table', () => {
     for (const r of inMatchingOrder(routes)) app[r.method](expressPath(r.path), (_req, res) => void res.status(204).end());
     app.use((_req: express.Request, res: express.Response) => void res.status(404).end());
     const paths = [
-      '/tools', '/tools/', '/TOOLS', '/tools/quote', '/tools/Quote/', '/tools/quote//', '/tools//quote', '/tools/upload', '/tools/%71uote',
-      '/tools/%ZZ', '/tools/image.render', '/tools/a/b', '/tools/executions', '/tools/executions/exe_x', '/tools/executions/%ZZ',
-      '/tools/executions/x/cancel', '/tools/executions/x/artifacts/y/download', '/tools/executions/x/y', '/openapi.json', '/docs', '/docs/init.js', '/nope',
+      '/tools',
+      '/tools/',
+      '/TOOLS',
+      '/tools/quote',
+      '/tools/Quote/',
+      '/tools/quote//',
+      '/tools//quote',
+      '/tools/upload',
+      '/tools/%71uote',
+      '/tools/%ZZ',
+      '/tools/image.render',
+      '/tools/a/b',
+      '/tools/executions',
+      '/tools/executions/exe_x',
+      '/tools/executions/%ZZ',
+      '/tools/executions/x/cancel',
+      '/tools/executions/x/artifacts/y/download',
+      '/tools/executions/x/y',
+      '/openapi.json',
+      '/docs',
+      '/docs/init.js',
+      '/nope',
     ];
     const seen: string[] = [];
     const expected: string[] = [];
@@ -97,14 +116,17 @@ describe('request checks compiled from openapi.json', () => {
         { instancePath: '/maximumChargeMicros', keyword: 'type', message: 'must be integer', params: { type: 'integer' } },
       ],
     });
-    expect(outcome(submit.body!, { tool: 'a', arguments: {}, priceVersion: 'v', maximumChargeMicros: 2 ** 53 })).toMatchObject({ errors: [{ keyword: 'maximum' }] });
+    expect(outcome(submit.body!, { tool: 'a', arguments: {}, priceVersion: 'v', maximumChargeMicros: 2 ** 53 })).toMatchObject({
+      errors: [{ keyword: 'maximum' }],
+    });
     expect(outcome(upload.body!, { mimeType: '', data: 'AA==' })).toMatchObject({ errors: [{ instancePath: '/mimeType', keyword: 'minLength' }] });
     expect(outcome(upload.body!, { mimeType: 'x'.repeat(101), data: 'AA==' })).toMatchObject({ errors: [{ instancePath: '/mimeType', keyword: 'maxLength' }] });
   });
 
   it('takes only the declared query parameters, an integer in its canonical decimal form only', () => {
     for (const limit of ['1', '20', '100']) expect(outcome(list.query!, { limit })).toBe('ok');
-    for (const limit of ['0', '101', '01', '1.0', ' 1', '+1', '1e1', '0x10', 'abc', ['1', '2']]) expect([limit, outcome(list.query!, { limit })]).not.toEqual([limit, 'ok']);
+    for (const limit of ['0', '101', '01', '1.0', ' 1', '+1', '1e1', '0x10', 'abc', ['1', '2']])
+      expect([limit, outcome(list.query!, { limit })]).not.toEqual([limit, 'ok']);
     expect(outcome(list.query!, { status: 'succeeded', tool: 'test.sleep', before: 'exe_01ARZ3NDEKTSV4RRFFQ69G5FAV' })).toBe('ok');
     expect(outcome(list.query!, { status: 'done' })).toMatchObject({ errors: [{ instancePath: '/status', keyword: 'enum' }] });
     expect(outcome(list.query!, parse('__proto__=1'))).toMatchObject({ errors: [{ keyword: 'additionalProperties' }] });

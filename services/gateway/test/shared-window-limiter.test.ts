@@ -41,7 +41,9 @@ it('one replica: exactly the limit is allowed, Remaining counts down by one, wit
   expect(remaining.slice(120).every((r) => r === 0)).toBe(true);
   // leases of 1, 2, 4, 6, 6, …: about 22 writes for 120 requests; the 10 refusals cost one re-check at most
   expect(limiter.leases).toBeLessThan(30);
-  const row = await db('rate_limits').where({ key: `key:${key}` }).first();
+  const row = await db('rate_limits')
+    .where({ key: `key:${key}` })
+    .first();
   expect(Number(row.points)).toBeGreaterThanOrEqual(120);
 });
 
@@ -82,7 +84,9 @@ it('a window that ends starts afresh; an exhausted key is re-checked against the
   expect(limiter.leases).toBe(writes);
 
   // an operator resets the counter: seen after the re-check interval, not before
-  await db('rate_limits').where({ key: `key:${key}` }).update({ points: 0 });
+  await db('rate_limits')
+    .where({ key: `key:${key}` })
+    .update({ points: 0 });
   clock += 500;
   expect((await limiter.consume(key)).allowed).toBe(false);
   clock += 600;
@@ -128,7 +132,6 @@ it('when the database cannot answer, an in-memory limiter with the same policy d
     await down.destroy();
   }
 });
-
 
 it('while the shared counter is unreachable a used-up key stays refused, other keys use the stand-in, and a probe brings the counter back', async () => {
   const relay = await startTcpRelay(database.url, 5432);

@@ -1,5 +1,14 @@
 import type { Knex } from 'knex';
-import { abandonExecution, deleteStaleRateLimits, parseExecutionMessage, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
+import {
+  abandonExecution,
+  deleteStaleRateLimits,
+  parseExecutionMessage,
+  MAX_ATTEMPTS,
+  oldestUnsentAgeSeconds,
+  reapExpiredLeases,
+  sweepExpired,
+  sweepOutbox,
+} from '@tes/db';
 import { publishOutbox, type ConfirmPublisher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 

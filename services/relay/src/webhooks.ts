@@ -143,13 +143,18 @@ export class WebhookDeliverer {
     try {
       // canonical (sorted keys): the first attempt's object and the stored jsonb give the same bytes
       const body = canonicalJson(await this.payload(d));
-      const res = await this.o.http.request('POST', d.url, {
-        headers: webhookHeaders(d.secret, d.id, body),
-        body,
-        signal: this.abort.signal,
-        timeoutMs: this.o.timeoutMs,
-        maxBytes: 64 * 1024,
-      }, 0);
+      const res = await this.o.http.request(
+        'POST',
+        d.url,
+        {
+          headers: webhookHeaders(d.secret, d.id, body),
+          body,
+          signal: this.abort.signal,
+          timeoutMs: this.o.timeoutMs,
+          maxBytes: 64 * 1024,
+        },
+        0,
+      );
       statusCode = res.status;
       if (res.status < 200 || res.status >= 300) error = `HTTP ${res.status}`;
     } catch (err) {

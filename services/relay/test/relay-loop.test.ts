@@ -76,8 +76,19 @@ function relayWith(o: Partial<RelayOptions> = {}) {
 async function submit(reservedMicros = 100): Promise<string> {
   const id = newId('exe');
   await submitExecution(db, {
-    id, projectId: project.projectId, apiKeyId: project.keyId, tool: 'test.sleep', model: 'default', category: 'test', arguments: {}, priceVersion,
-    totalSteps: 1, reservedMicros, idempotencyKey: `loop-${id}`, requestDigest: 'd', dispatchDeadlineMs: 60_000,
+    id,
+    projectId: project.projectId,
+    apiKeyId: project.keyId,
+    tool: 'test.sleep',
+    model: 'default',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 1,
+    reservedMicros,
+    idempotencyKey: `loop-${id}`,
+    requestDigest: 'd',
+    dispatchDeadlineMs: 60_000,
   });
   return id;
 }
@@ -133,8 +144,12 @@ it('stop() waits for the pass under way: when it resolves, the pass has finished
 it('the reaper hands back an expired lease and publishes it in the same pass; an exhausted one is abandoned, its money released', async () => {
   const crashed = await submit();
   const exhausted = await submit(500);
-  await db('executions').whereIn('id', [crashed, exhausted]).update({ status: 'running', started_at: db.fn.now(), lease_owner: 'wrk_gone', lease_expires_at: db.raw("now() - interval '1 second'") });
-  await db('executions').where({ id: exhausted }).update({ attempts: MAX_ATTEMPTS - 1 });
+  await db('executions')
+    .whereIn('id', [crashed, exhausted])
+    .update({ status: 'running', started_at: db.fn.now(), lease_owner: 'wrk_gone', lease_expires_at: db.raw("now() - interval '1 second'") });
+  await db('executions')
+    .where({ id: exhausted })
+    .update({ attempts: MAX_ATTEMPTS - 1 });
   // every row so far counts as sent: what this pass publishes is the reaper's doing
   await db('outbox').whereNull('published_at').update({ published_at: db.fn.now() });
   const { relay, metrics, events } = relayWith({ graceMs: 60_000 });
@@ -154,11 +169,21 @@ it('the reaper hands back an expired lease and publishes it in the same pass; an
 
 it('the janitor runs on its own interval from start(), deletes expired objects, keeps a row whose delete failed, and stops with the relay', async () => {
   const upload = (n: number) =>
-    recordUpload(db, { projectId: project.projectId, sha256: `${n}`.padStart(64, 'a'), format: 'png', mimeType: 'image/png', sizeBytes: 1, storageKey: `projects/x/uploads/${n}`, retentionMs: 60_000 });
+    recordUpload(db, {
+      projectId: project.projectId,
+      sha256: `${n}`.padStart(64, 'a'),
+      format: 'png',
+      mimeType: 'image/png',
+      sizeBytes: 1,
+      storageKey: `projects/x/uploads/${n}`,
+      retentionMs: 60_000,
+    });
   const gone = (await upload(1)).file;
   const stuck = (await upload(2)).file;
   const later = (await upload(3)).file;
-  await db('files').whereIn('id', [gone.id, stuck.id]).update({ expires_at: db.raw("now() - interval '1 second'") });
+  await db('files')
+    .whereIn('id', [gone.id, stuck.id])
+    .update({ expires_at: db.raw("now() - interval '1 second'") });
   const deleted: string[] = [];
   const { relay, events } = relayWith({
     janitorIntervalMs: 100,
@@ -179,7 +204,9 @@ it('the janitor runs on its own interval from start(), deletes expired objects, 
   expect(events('relay.janitor.delete_failed')[0]).toMatchObject({ table: 'files', failed: 1 });
 
   // stopped: another expired file stays put
-  await db('files').where({ id: later.id }).update({ expires_at: db.raw("now() - interval '1 second'") });
+  await db('files')
+    .where({ id: later.id })
+    .update({ expires_at: db.raw("now() - interval '1 second'") });
   const failedPasses = events('relay.janitor.delete_failed').length;
   await sleep(400);
   expect(deleted).toEqual([gone.storageKey]);

@@ -42,8 +42,19 @@ it('an unconfirmed publish times out, the pass ends, and the row is published on
   const { priceVersion } = await publishPrices(db, { relay: 1 });
   const id = newId('exe');
   await submitExecution(db, {
-    id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.sleep', model: 'default', category: 'test', arguments: {}, priceVersion,
-    totalSteps: 1, reservedMicros: 100, idempotencyKey: 'relay-1', requestDigest: 'd', dispatchDeadlineMs: 60_000,
+    id,
+    projectId: p.projectId,
+    apiKeyId: p.keyId,
+    tool: 'test.sleep',
+    model: 'default',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 1,
+    reservedMicros: 100,
+    idempotencyKey: 'relay-1',
+    requestDigest: 'd',
+    dispatchDeadlineMs: 60_000,
   });
   const proxy = await startTcpRelay(AMQP.toString(), 5672);
   const amqp = new AmqpClient({ url: proxy.url, logger, name: 'test-relay' });
@@ -52,8 +63,16 @@ it('an unconfirmed publish times out, the pass ends, and the row is published on
   await publisher.start();
   await amqp.start();
   const relay = new Relay({
-    db, publisher, logger, metrics: createMetrics('relay'), intervalMs: 60_000, graceMs: 0, redispatchMs: 60_000,
-    deleteObject: async () => undefined, janitorIntervalMs: 60_000, publishTimeoutMs: 300,
+    db,
+    publisher,
+    logger,
+    metrics: createMetrics('relay'),
+    intervalMs: 60_000,
+    graceMs: 0,
+    redispatchMs: 60_000,
+    deleteObject: async () => undefined,
+    janitorIntervalMs: 60_000,
+    publishTimeoutMs: 300,
   });
   try {
     proxy.holdRequests(true);

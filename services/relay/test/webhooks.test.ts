@@ -60,18 +60,43 @@ async function endedExecution(projectId: string, keyId: string, status: 'succeed
   const { priceVersion } = await publishPrices(db, { hooks: 1 });
   const id = newId('exe');
   await submitExecution(db, {
-    id, projectId, apiKeyId: keyId, tool: 'test.sleep', model: 'sleep', category: 'test', arguments: { seconds: 0 }, priceVersion,
-    totalSteps: 1, reservedMicros: 100, idempotencyKey: `k-${id}`, requestDigest: 'd', dispatchDeadlineMs: 60_000,
+    id,
+    projectId,
+    apiKeyId: keyId,
+    tool: 'test.sleep',
+    model: 'sleep',
+    category: 'test',
+    arguments: { seconds: 0 },
+    priceVersion,
+    totalSteps: 1,
+    reservedMicros: 100,
+    idempotencyKey: `k-${id}`,
+    requestDigest: 'd',
+    dispatchDeadlineMs: 60_000,
   });
   await claimExecution(db, id, 'w', 30_000);
-  await settleExecution(db, { executionId: id, projectId, status, chargedMicros: status === 'succeeded' ? 40 : 0, from: ['running'], leaseOwner: 'w', output: { ok: true } });
+  await settleExecution(db, {
+    executionId: id,
+    projectId,
+    status,
+    chargedMicros: status === 'succeeded' ? 40 : 0,
+    from: ['running'],
+    leaseOwner: 'w',
+    output: { ok: true },
+  });
   return id;
 }
 
 function deliverer(allowPrivateNetworks: boolean, retryDelaysMs: number[]): WebhookDeliverer {
   return new WebhookDeliverer({
-    db, http: new GuardedHttp({ allowPrivateNetworks }), logger: createNullLogger(), metrics: createMetrics('relay', false),
-    concurrency: 8, timeoutMs: 2_000, retryDelaysMs, pollMs: 20,
+    db,
+    http: new GuardedHttp({ allowPrivateNetworks }),
+    logger: createNullLogger(),
+    metrics: createMetrics('relay', false),
+    concurrency: 8,
+    timeoutMs: 2_000,
+    retryDelaysMs,
+    pollMs: 20,
   });
 }
 
@@ -139,8 +164,15 @@ it('with a LISTEN connection, a delivery goes out as its execution ends, not at 
   const rx = await receiver(() => 204);
   await createWebhookEndpoint(db, { projectId: p.projectId, url: rx.url });
   const d = new WebhookDeliverer({
-    db, http: new GuardedHttp({ allowPrivateNetworks: true }), logger: createNullLogger(), metrics: createMetrics('relay', false),
-    concurrency: 4, timeoutMs: 2_000, retryDelaysMs: [50], pollMs: 60_000, databaseUrl: database.url,
+    db,
+    http: new GuardedHttp({ allowPrivateNetworks: true }),
+    logger: createNullLogger(),
+    metrics: createMetrics('relay', false),
+    concurrency: 4,
+    timeoutMs: 2_000,
+    retryDelaysMs: [50],
+    pollMs: 60_000,
+    databaseUrl: database.url,
   });
   d.start();
   try {

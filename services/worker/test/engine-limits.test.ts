@@ -25,7 +25,14 @@ beforeAll(async () => {
   database = await createTestDatabase();
   s3 = await startEmbeddedS3();
   db = createDb({ url: database.url, poolMax: 3 });
-  store = new ObjectStore({ endpoint: s3.endpoint, publicEndpoint: s3.endpoint, bucket: 'engine-limits', region: 'us-east-1', accessKeyId: s3.accessKeyId, secretAccessKey: s3.secretAccessKey });
+  store = new ObjectStore({
+    endpoint: s3.endpoint,
+    publicEndpoint: s3.endpoint,
+    bucket: 'engine-limits',
+    region: 'us-east-1',
+    accessKeyId: s3.accessKeyId,
+    secretAccessKey: s3.secretAccessKey,
+  });
   await store.ensureBucket();
 });
 
@@ -64,7 +71,12 @@ function engineFor(tool: ToolDefinition, runner: AnyRunner, objectStore: ObjectS
     workerId: 'wrk_test',
     waitMs: 1_000,
     publishLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: { http: new GuardedHttp({ allowPrivateNetworks: false }), baseUrls: { replicate: '', fal: '', openai: '' }, credentials: {}, jobTimeoutMs: 1_000 },
+    providers: {
+      http: new GuardedHttp({ allowPrivateNetworks: false }),
+      baseUrls: { replicate: '', fal: '', openai: '' },
+      credentials: {},
+      jobTimeoutMs: 1_000,
+    },
   });
 }
 
@@ -73,7 +85,10 @@ const oneThousandPerStep: AnyRunner = { step: () => Promise.resolve({ units: 1 }
 
 it('the 21st step fails the execution with step_limit_exceeded, charging the 20 that ran', async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
-  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.many': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } } });
+  const { priceVersion } = await publishPrices(db, {
+    ...DEFAULT_PRICE_LIST,
+    tools: { ...DEFAULT_PRICE_LIST.tools, 'test.many': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } },
+  });
   const id = newId('exe');
   await submitExecution(db, {
     id,
@@ -88,7 +103,7 @@ it('the 21st step fails the execution with step_limit_exceeded, charging the 20 
     reservedMicros: 21_000,
     idempotencyKey: 'many-steps-1',
     requestDigest: 'x',
-   
+
     dispatchDeadlineMs: 60_000,
   });
   const engine = engineFor(manySteps, oneThousandPerStep, store);
@@ -106,7 +121,7 @@ it('the catalog refuses input whose plan has more than 20 steps before anything 
   expect(() => catalog.resolve('test.many', {})).toThrow(expect.objectContaining({ code: 'invalid_arguments' }));
 });
 
-it("an aborted step kills its program (SIGTERM, then SIGKILL if it ignores it)", async () => {
+it('an aborted step kills its program (SIGTERM, then SIGKILL if it ignores it)', async () => {
   const controller = new AbortController();
   // a child that ignores SIGTERM: only the SIGKILL after the grace can stop it
   const running = runProgram('bash', ['-c', 'trap "" TERM; sleep 31.7; echo done'], { signal: controller.signal, killGraceMs: 200 });
@@ -124,11 +139,25 @@ it("an aborted step kills its program (SIGTERM, then SIGKILL if it ignores it)",
 it('objects a fenced-out worker stored are deleted, not left in the bucket forever', async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
   const oneStep: ToolDefinition = { ...manySteps, name: 'test.one', steps: ['render'], plan: () => [{ name: 'render', billed: true }] };
-  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.one': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } } });
+  const { priceVersion } = await publishPrices(db, {
+    ...DEFAULT_PRICE_LIST,
+    tools: { ...DEFAULT_PRICE_LIST.tools, 'test.one': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } },
+  });
   const id = newId('exe');
   await submitExecution(db, {
-    id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.one', model: 'sleep', category: 'test', arguments: {}, priceVersion,
-    totalSteps: 1, reservedMicros: 1_000, idempotencyKey: 'fenced-1', requestDigest: 'x', dispatchDeadlineMs: 60_000,
+    id,
+    projectId: p.projectId,
+    apiKeyId: p.keyId,
+    tool: 'test.one',
+    model: 'sleep',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 1,
+    reservedMicros: 1_000,
+    idempotencyKey: 'fenced-1',
+    requestDigest: 'x',
+    dispatchDeadlineMs: 60_000,
   });
   // The step's result is stored, but meanwhile its lease went to another worker (as the reaper
   // would hand it on after an expiry): the step's record is refused, so no row names the object.
@@ -150,13 +179,16 @@ it('objects a fenced-out worker stored are deleted, not left in the bucket forev
   expect(keys).toHaveLength(1);
   await expect(store.get(keys[0]!)).rejects.toThrow();
   expect(await db('artifacts').where({ execution_id: id })).toHaveLength(0);
-  expect((await getExecutionById(db, id))).toMatchObject({ status: 'running', leaseOwner: 'wrk_other' });
+  expect(await getExecutionById(db, id)).toMatchObject({ status: 'running', leaseOwner: 'wrk_other' });
 });
 
 it("a long execution's message is acked after earlyAckAfterMs while it runs on, a short one's when it ends", async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
   const slow: ToolDefinition = { ...manySteps, name: 'test.slow', steps: ['wait'], plan: () => [{ name: 'wait' }] };
-  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.slow': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } } } });
+  const { priceVersion } = await publishPrices(db, {
+    ...DEFAULT_PRICE_LIST,
+    tools: { ...DEFAULT_PRICE_LIST.tools, 'test.slow': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } } },
+  });
   const events: string[] = [];
   const runner: AnyRunner = {
     wait: async (_ctx, { ms }: { ms: number }) => {
@@ -169,11 +201,24 @@ it("a long execution's message is acked after earlyAckAfterMs while it runs on, 
   for (const ms of [1_000, 50]) {
     const id = newId('exe');
     await submitExecution(db, {
-      id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.slow', model: 'sleep', category: 'test', arguments: { ms }, priceVersion,
-      totalSteps: 1, reservedMicros: 0, idempotencyKey: `slow-${ms}`, requestDigest: 'x', dispatchDeadlineMs: 60_000,
+      id,
+      projectId: p.projectId,
+      apiKeyId: p.keyId,
+      tool: 'test.slow',
+      model: 'sleep',
+      category: 'test',
+      arguments: { ms },
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 0,
+      idempotencyKey: `slow-${ms}`,
+      requestDigest: 'x',
+      dispatchDeadlineMs: 60_000,
     });
     const settled: string[] = [];
-    const final = await engine.handle({ executionId: id, projectId: p.projectId }, 'test', { settle: (d) => settled.push(`${d} after ${events.length} steps`) });
+    const final = await engine.handle({ executionId: id, projectId: p.projectId }, 'test', {
+      settle: (d) => settled.push(`${d} after ${events.length} steps`),
+    });
     expect(final).toBe('ack');
     expect((await getExecutionById(db, id))?.status).toBe('succeeded');
     // 1 s run: acked at 300 ms, before its step ended; 50 ms run: never acked early (the consumer acks the final 'ack')
@@ -183,8 +228,16 @@ it("a long execution's message is acked after earlyAckAfterMs while it runs on, 
 
 it('a provider step that times out after its job was created goes to needs_review with the money held, not failed at zero', async () => {
   const p = await seedProject(db, { creditMicros: 50_000 });
-  const external: ToolDefinition = { ...manySteps, name: 'test.external', steps: ['generate'], plan: () => [{ name: 'generate', billed: true, external: true, timeoutMs: 300 }] };
-  const { priceVersion } = await publishPrices(db, { ...DEFAULT_PRICE_LIST, tools: { ...DEFAULT_PRICE_LIST.tools, 'test.external': { models: { sleep: { unitPriceMicros: 4_000, minimumMicros: 0 } } } } });
+  const external: ToolDefinition = {
+    ...manySteps,
+    name: 'test.external',
+    steps: ['generate'],
+    plan: () => [{ name: 'generate', billed: true, external: true, timeoutMs: 300 }],
+  };
+  const { priceVersion } = await publishPrices(db, {
+    ...DEFAULT_PRICE_LIST,
+    tools: { ...DEFAULT_PRICE_LIST.tools, 'test.external': { models: { sleep: { unitPriceMicros: 4_000, minimumMicros: 0 } } } },
+  });
   // created at the provider (its reference recorded), then no answer before the step's deadline
   const hangs = (created: boolean): AnyRunner => ({
     generate: async (ctx) => {
@@ -196,14 +249,27 @@ it('a provider step that times out after its job was created goes to needs_revie
   for (const created of [true, false]) {
     const id = newId('exe');
     await submitExecution(db, {
-      id, projectId: p.projectId, apiKeyId: p.keyId, tool: 'test.external', model: 'sleep', category: 'test', arguments: {}, priceVersion,
-      totalSteps: 1, reservedMicros: 4_000, idempotencyKey: `external-${created}`, requestDigest: 'x', dispatchDeadlineMs: 60_000,
+      id,
+      projectId: p.projectId,
+      apiKeyId: p.keyId,
+      tool: 'test.external',
+      model: 'sleep',
+      category: 'test',
+      arguments: {},
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 4_000,
+      idempotencyKey: `external-${created}`,
+      requestDigest: 'x',
+      dispatchDeadlineMs: 60_000,
     });
     expect(await engineFor(external, hangs(created), store).handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
     const e = await getExecutionById(db, id);
-    expect(e).toMatchObject(created
-      ? { status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0 } // reservation held for the operator
-      : { status: 'failed', errorCode: 'step_timeout', chargedMicros: 0 }); // nothing was sent: nothing can have cost money
+    expect(e).toMatchObject(
+      created
+        ? { status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0 } // reservation held for the operator
+        : { status: 'failed', errorCode: 'step_timeout', chargedMicros: 0 },
+    ); // nothing was sent: nothing can have cost money
   }
   const held = await db('projects').where({ id: p.projectId }).first();
   expect(held.reserved_micros).toBe(4_000);

@@ -85,15 +85,21 @@ describe('requests', () => {
   });
 
   it('never retries a create that failed with 500 (it may have started work), retries a 429', async () => {
-    await expect(withRetries(() => open.json('POST', `http://127.0.0.1:${port}/500`, { json: {}, signal: signal() }), retryableCreate, signal())).rejects.toBeInstanceOf(HttpStatusError);
+    await expect(
+      withRetries(() => open.json('POST', `http://127.0.0.1:${port}/500`, { json: {}, signal: signal() }), retryableCreate, signal()),
+    ).rejects.toBeInstanceOf(HttpStatusError);
     expect(hits).toEqual(['/500']);
     hits = [];
-    await expect(withRetries(() => open.json('POST', `http://127.0.0.1:${port}/429`, { json: {}, signal: signal() }), retryableCreate, signal(), 3)).rejects.toBeInstanceOf(HttpStatusError);
+    await expect(
+      withRetries(() => open.json('POST', `http://127.0.0.1:${port}/429`, { json: {}, signal: signal() }), retryableCreate, signal(), 3),
+    ).rejects.toBeInstanceOf(HttpStatusError);
     expect(hits).toEqual(['/429', '/429', '/429']);
   });
 
   it('retries reads on 5xx', async () => {
-    await expect(withRetries(() => open.json('GET', `http://127.0.0.1:${port}/500`, { signal: signal() }), retryableRead, signal(), 2)).rejects.toBeInstanceOf(HttpStatusError);
+    await expect(withRetries(() => open.json('GET', `http://127.0.0.1:${port}/500`, { signal: signal() }), retryableRead, signal(), 2)).rejects.toBeInstanceOf(
+      HttpStatusError,
+    );
     expect(hits).toEqual(['/500', '/500']);
   });
 });

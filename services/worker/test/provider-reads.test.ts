@@ -60,14 +60,18 @@ function context(signal: AbortSignal, allowPrivateNetworks = true): ProviderCont
 describe('retryWithin', () => {
   it('starts new attempts only within its window, then rejects with the last error', async () => {
     const started = Date.now();
-    await expect(retryWithin(() => open.json('GET', `${base}/500`, { signal: AbortSignal.timeout(5_000) }), retryableRead, AbortSignal.timeout(5_000), 600)).rejects.toBeInstanceOf(HttpStatusError);
+    await expect(
+      retryWithin(() => open.json('GET', `${base}/500`, { signal: AbortSignal.timeout(5_000) }), retryableRead, AbortSignal.timeout(5_000), 600),
+    ).rejects.toBeInstanceOf(HttpStatusError);
     expect(Date.now() - started).toBeLessThan(1_500);
     expect(hits.length).toBeGreaterThanOrEqual(2);
   });
 
   it('does not sleep past its window for a long Retry-After: the caller waits that out itself', async () => {
     const started = Date.now();
-    await expect(retryWithin(() => open.json('GET', `${base}/429-long`, { signal: AbortSignal.timeout(5_000) }), retryableRead, AbortSignal.timeout(5_000), 1_000)).rejects.toMatchObject({ status: 429, retryAfterMs: 30_000 });
+    await expect(
+      retryWithin(() => open.json('GET', `${base}/429-long`, { signal: AbortSignal.timeout(5_000) }), retryableRead, AbortSignal.timeout(5_000), 1_000),
+    ).rejects.toMatchObject({ status: 429, retryAfterMs: 30_000 });
     expect(hits).toEqual(['/429-long']);
     expect(Date.now() - started).toBeLessThan(500);
   });
@@ -92,13 +96,17 @@ describe('retryWithin', () => {
 describe('read', () => {
   it('turns an answer that is no answer (5xx, 4xx, dropped connection) into ReadFailed, not a step failure', async () => {
     for (const path of ['/500', '/404', '/drop']) {
-      const err = await read(() => open.json('GET', `${base}${path}`, { signal: AbortSignal.timeout(5_000) }), AbortSignal.timeout(5_000)).catch((e: unknown) => e);
+      const err = await read(() => open.json('GET', `${base}${path}`, { signal: AbortSignal.timeout(5_000) }), AbortSignal.timeout(5_000)).catch(
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(ReadFailed);
     }
   });
 
   it('keeps the Retry-After of a rate limit for the step to honour', async () => {
-    const err = await read(() => open.json('GET', `${base}/429-long`, { signal: AbortSignal.timeout(5_000) }), AbortSignal.timeout(5_000)).catch((e: unknown) => e);
+    const err = await read(() => open.json('GET', `${base}/429-long`, { signal: AbortSignal.timeout(5_000) }), AbortSignal.timeout(5_000)).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(ReadFailed);
     expect((err as ReadFailed).retryAfterMs).toBe(30_000);
   });

@@ -64,7 +64,9 @@ it('without a deadline, the CPU limit ends a render that will not stop, as resou
   const sandbox = new SharpSandbox({ cpuSeconds: 2, addressSpaceBytes: 2 * 1024 ** 3, maxIdle: 1 });
   try {
     const started = Date.now();
-    await expect(sandbox.run(Buffer.from(HEAVY_SVG), OPTIONS, TO_PNG, new AbortController().signal)).rejects.toMatchObject({ errorCode: 'resource_limit_exceeded' });
+    await expect(sandbox.run(Buffer.from(HEAVY_SVG), OPTIONS, TO_PNG, new AbortController().signal)).rejects.toMatchObject({
+      errorCode: 'resource_limit_exceeded',
+    });
     expect(Date.now() - started).toBeLessThan(10_000);
   } finally {
     await sandbox.stop();

@@ -48,7 +48,8 @@ export const audioTranscode = defineTool<AudioTranscodeArgs>()({
       fileId: {
         type: 'string',
         pattern: '^file_[0-9A-HJKMNP-TV-Z]{26}$',
-        description: 'An uploaded WAV, MP3 or MP4 file of this project. For MP4 the first audio track is used; an MP4 without audio fails with invalid_input_file.',
+        description:
+          'An uploaded WAV, MP3 or MP4 file of this project. For MP4 the first audio track is used; an MP4 without audio fails with invalid_input_file.',
       },
       format: { type: 'string', enum: ['wav', 'mp3'], description: 'wav: 16-bit PCM. mp3: libmp3lame VBR (at most 2 channels).' },
       startSeconds: {
@@ -64,8 +65,16 @@ export const audioTranscode = defineTool<AudioTranscodeArgs>()({
         maximum: AUDIO_TRANSCODE_LIMITS.maxDurationSeconds,
         description: `Output length, more than 0 and at most ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. Default: to the input's end, cut at ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. The quote reserves this many started seconds (${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} when omitted).`,
       },
-      normalize: { type: 'boolean', default: false, description: "EBU R128 loudness normalisation (ffmpeg loudnorm: -16 LUFS integrated, -1.5 dBTP true peak)." },
-      sampleRate: { type: 'integer', enum: [...AUDIO_SAMPLE_RATES], description: "Output sample rate in Hz. Default: the input's (for MP3, the nearest rate MP3 supports)." },
+      normalize: {
+        type: 'boolean',
+        default: false,
+        description: 'EBU R128 loudness normalisation (ffmpeg loudnorm: -16 LUFS integrated, -1.5 dBTP true peak).',
+      },
+      sampleRate: {
+        type: 'integer',
+        enum: [...AUDIO_SAMPLE_RATES],
+        description: "Output sample rate in Hz. Default: the input's (for MP3, the nearest rate MP3 supports).",
+      },
       channels: { type: 'integer', enum: [1, 2], description: "Output channels. Default: the input's (MP3: at most 2)." },
     },
   },

@@ -68,7 +68,11 @@ export const imageRender = defineTool<ImageRenderArgs>()({
     {
       id: 'sharp',
       description: 'libvips via sharp: SVG (librsvg) and text rendering, PNG or JPEG output.',
-      example: { svg: '<svg xmlns="http://www.w3.org/2000/svg" width="256" height="256"><circle cx="128" cy="128" r="100" fill="#e33"/></svg>', width: 256, height: 256 },
+      example: {
+        svg: '<svg xmlns="http://www.w3.org/2000/svg" width="256" height="256"><circle cx="128" cy="128" r="100" fill="#e33"/></svg>',
+        width: 256,
+        height: 256,
+      },
       available: true,
     },
   ],

@@ -38,6 +38,5 @@ export const testSleep = defineTool<TestSleepArgs>()({
   describePrice: () => 'costMicrosPerStep per step (set in the arguments)',
   estimateUnits: (args) => ({ units: args.steps }),
   cost: (units, _price, args) => units * args.costMicrosPerStep,
-  plan: (args) =>
-    Array.from({ length: args.steps }, (_, i) => ({ name: 'sleep', label: `sleep_${i}`, billed: true, timeoutMs: args.seconds * 1000 + 30_000 })),
+  plan: (args) => Array.from({ length: args.steps }, (_, i) => ({ name: 'sleep', label: `sleep_${i}`, billed: true, timeoutMs: args.seconds * 1000 + 30_000 })),
 });

@@ -27,7 +27,11 @@ export function videoGenerate(p: ProviderAvailability) {
       additionalProperties: false,
       required: ['prompt'],
       properties: {
-        model: { type: 'string', enum: ['replicate/kling-v1.6-standard', 'fal/kling-video-v1-standard'], description: 'Hosted model; the first available one when omitted.' },
+        model: {
+          type: 'string',
+          enum: ['replicate/kling-v1.6-standard', 'fal/kling-video-v1-standard'],
+          description: 'Hosted model; the first available one when omitted.',
+        },
         prompt: { type: 'string', minLength: 1, maxLength: VIDEO_GENERATE_LIMITS.maxPromptChars, pattern: '\\S' },
         durationSeconds: { type: 'integer', enum: [5, 10], default: 5, description: 'Video length; charged per second.' },
         aspectRatio: { type: 'string', enum: ['16:9', '9:16', '1:1'], default: '16:9' },

@@ -60,7 +60,12 @@ function checkTotal(args: VideoSlideshowArgs): void {
     throw new AppError('invalid_arguments', 'invalid_arguments', {
       details: {
         errors: [
-          { instancePath: '/slides', keyword: 'maxTotalSeconds', message: `the slides last ${total} s in total; at most ${L.maxTotalSeconds} s`, params: { limit: L.maxTotalSeconds } },
+          {
+            instancePath: '/slides',
+            keyword: 'maxTotalSeconds',
+            message: `the slides last ${total} s in total; at most ${L.maxTotalSeconds} s`,
+            params: { limit: L.maxTotalSeconds },
+          },
         ],
       },
     });
@@ -96,7 +101,11 @@ export const videoSlideshow = defineTool<VideoSlideshowArgs>()({
           additionalProperties: false,
           required: ['seconds'],
           properties: {
-            fileId: { type: 'string', pattern: FILE_ID, description: 'An uploaded PNG or JPEG image (at most 40 megapixels), scaled and letterboxed into the frame.' },
+            fileId: {
+              type: 'string',
+              pattern: FILE_ID,
+              description: 'An uploaded PNG or JPEG image (at most 40 megapixels), scaled and letterboxed into the frame.',
+            },
             text: {
               type: 'string',
               minLength: 1,
@@ -121,8 +130,22 @@ export const videoSlideshow = defineTool<VideoSlideshowArgs>()({
         pattern: FILE_ID,
         description: 'An uploaded WAV or MP3, encoded as AAC; cut at the end of the video or padded with silence to it.',
       },
-      width: { type: 'integer', minimum: L.minWidth, maximum: L.maxWidth, multipleOf: 2, default: 1280, description: `Frame width, even, ${L.minWidth} to ${L.maxWidth}.` },
-      height: { type: 'integer', minimum: L.minHeight, maximum: L.maxHeight, multipleOf: 2, default: 720, description: `Frame height, even, ${L.minHeight} to ${L.maxHeight}.` },
+      width: {
+        type: 'integer',
+        minimum: L.minWidth,
+        maximum: L.maxWidth,
+        multipleOf: 2,
+        default: 1280,
+        description: `Frame width, even, ${L.minWidth} to ${L.maxWidth}.`,
+      },
+      height: {
+        type: 'integer',
+        minimum: L.minHeight,
+        maximum: L.maxHeight,
+        multipleOf: 2,
+        default: 720,
+        description: `Frame height, even, ${L.minHeight} to ${L.maxHeight}.`,
+      },
       fps: { type: 'integer', enum: [24, 25, 30], default: 25, description: 'Frames per second.' },
     },
   },

@@ -31,8 +31,7 @@ export interface VideoThumbnailArgs {
 export const videoThumbnail = defineTool<VideoThumbnailArgs>()({
   name: 'video.thumbnail',
   category: 'video',
-  description:
-    `PNG frames of an uploaded MP4 at given times (1..${L.maxFrames} times, one artifact per time, in the order given).`,
+  description: `PNG frames of an uploaded MP4 at given times (1..${L.maxFrames} times, one artifact per time, in the order given).`,
   unit: 'frame',
   steps: ['probe', 'extract'],
   inputSchema: {

@@ -39,8 +39,12 @@ function print(ctx: Context, json: unknown, human: string): void {
 export async function toolsCommand(ctx: Context): Promise<void> {
   const catalog = await ctx.client.tools(ctx.io.signal);
   const rows = catalog.tools.map((t) => [t.name, t.category, t.available ? 'yes' : 'no', t.price?.description ?? '-']);
-  print(ctx, catalog, `price version ${catalog.priceVersion}, execution ${catalog.executionEnabled ? 'enabled' : 'DISABLED'}\n` +
-    table(['TOOL', 'CATEGORY', 'AVAILABLE', 'PRICE'], rows));
+  print(
+    ctx,
+    catalog,
+    `price version ${catalog.priceVersion}, execution ${catalog.executionEnabled ? 'enabled' : 'DISABLED'}\n` +
+      table(['TOOL', 'CATEGORY', 'AVAILABLE', 'PRICE'], rows),
+  );
 }
 
 /** Uploads every --file and puts its id into the arguments (uploads are free and deduplicated). */
@@ -61,8 +65,10 @@ async function buildArguments(ctx: Context): Promise<Record<string, unknown>> {
 }
 
 function describeQuote(q: Quote): string {
-  return `${q.tool} (model ${q.model}): at most ${usd(q.maximumChargeMicros)} (${q.maximumChargeMicros} micros), ` +
-    `at least ${usd(q.minimumChargeMicros)}; ${q.estimatedUnits} × ${q.unit} estimated; price version ${q.priceVersion}\n`;
+  return (
+    `${q.tool} (model ${q.model}): at most ${usd(q.maximumChargeMicros)} (${q.maximumChargeMicros} micros), ` +
+    `at least ${usd(q.minimumChargeMicros)}; ${q.estimatedUnits} × ${q.unit} estimated; price version ${q.priceVersion}\n`
+  );
 }
 
 export async function quoteCommand(ctx: Context): Promise<void> {
@@ -124,7 +130,8 @@ function describeExecution(e: Execution): string {
 
 function strategyOption(ctx: Context): RunStrategy {
   const value = str(ctx.values.strategy) ?? 'auto';
-  if (!(RUN_STRATEGIES as readonly string[]).includes(value)) throw new UsageError(`--strategy must be one of ${RUN_STRATEGIES.join(', ')}, got ${JSON.stringify(value)}`);
+  if (!(RUN_STRATEGIES as readonly string[]).includes(value))
+    throw new UsageError(`--strategy must be one of ${RUN_STRATEGIES.join(', ')}, got ${JSON.stringify(value)}`);
   return value as RunStrategy;
 }
 
@@ -146,8 +153,7 @@ export async function runCommand(ctx: Context): Promise<void> {
     })
     .finally(() => view?.done());
   const files = await saveArtifacts(ctx, result.artifacts);
-  print(ctx, { execution: result.execution, files },
-    describeExecution(result.execution) + files.map((f) => `saved ${f.path}\n`).join(''));
+  print(ctx, { execution: result.execution, files }, describeExecution(result.execution) + files.map((f) => `saved ${f.path}\n`).join(''));
 }
 
 export async function executionsCommand(ctx: Context): Promise<void> {
@@ -156,15 +162,17 @@ export async function executionsCommand(ctx: Context): Promise<void> {
     throw new UsageError(`--status must be one of queued, running, waiting, ${FINAL_STATUSES.join(', ')}`);
   }
   const limit = parseIntegerOption(str(ctx.values.limit), '--limit', 1, 100);
-  const page = await ctx.client.executions({
-    ...(status ? { status: status as ExecutionStatus } : {}),
-    ...(str(ctx.values.tool) ? { tool: str(ctx.values.tool)! } : {}),
-    ...(limit ? { limit } : {}),
-    ...(str(ctx.values.before) ? { before: str(ctx.values.before)! } : {}),
-  }, ctx.io.signal);
+  const page = await ctx.client.executions(
+    {
+      ...(status ? { status: status as ExecutionStatus } : {}),
+      ...(str(ctx.values.tool) ? { tool: str(ctx.values.tool)! } : {}),
+      ...(limit ? { limit } : {}),
+      ...(str(ctx.values.before) ? { before: str(ctx.values.before)! } : {}),
+    },
+    ctx.io.signal,
+  );
   const rows = page.data.map((e) => [e.id, e.tool, e.status, usd(e.chargedMicros), e.createdAt]);
-  print(ctx, page, table(['ID', 'TOOL', 'STATUS', 'CHARGED', 'CREATED'], rows) +
-    (page.hasMore ? `more: tes executions --before ${page.nextBefore}\n` : ''));
+  print(ctx, page, table(['ID', 'TOOL', 'STATUS', 'CHARGED', 'CREATED'], rows) + (page.hasMore ? `more: tes executions --before ${page.nextBefore}\n` : ''));
 }
 
 export async function executionCommand(ctx: Context): Promise<void> {
@@ -187,21 +195,29 @@ export async function downloadCommand(ctx: Context): Promise<void> {
 
 export async function usageCommand(ctx: Context): Promise<void> {
   const u = await ctx.client.usage(ctx.io.signal);
-  print(ctx, u, [
-    `period ${u.period.start} .. ${u.period.end}`,
-    `requests ${u.requestCount}, executions settled ${u.executionCount}`,
-    `charged ${usd(u.chargedMicros)}, reserved now ${usd(u.reservedMicros)}`,
-    `monthly cap ${usd(u.monthlyCapMicros)}, remaining ${usd(u.remainingCapMicros)}`,
-  ].join('\n') + '\n');
+  print(
+    ctx,
+    u,
+    [
+      `period ${u.period.start} .. ${u.period.end}`,
+      `requests ${u.requestCount}, executions settled ${u.executionCount}`,
+      `charged ${usd(u.chargedMicros)}, reserved now ${usd(u.reservedMicros)}`,
+      `monthly cap ${usd(u.monthlyCapMicros)}, remaining ${usd(u.remainingCapMicros)}`,
+    ].join('\n') + '\n',
+  );
 }
 
 export async function projectCommand(ctx: Context): Promise<void> {
   const p = await ctx.client.project(ctx.io.signal);
-  print(ctx, p, [
-    `organization ${p.organization.id} ${p.organization.name}`,
-    `project ${p.project.id} ${p.project.name}`,
-    `key ${p.key.id} ${p.key.name} (${p.key.role}): ${p.key.scopes.join(' ')}`,
-    `balance available ${usd(p.balance.availableMicros)}, reserved ${usd(p.balance.reservedMicros)}`,
-    `monthly cap ${usd(p.monthlyCapMicros)}`,
-  ].join('\n') + '\n');
+  print(
+    ctx,
+    p,
+    [
+      `organization ${p.organization.id} ${p.organization.name}`,
+      `project ${p.project.id} ${p.project.name}`,
+      `key ${p.key.id} ${p.key.name} (${p.key.role}): ${p.key.scopes.join(' ')}`,
+      `balance available ${usd(p.balance.availableMicros)}, reserved ${usd(p.balance.reservedMicros)}`,
+      `monthly cap ${usd(p.monthlyCapMicros)}`,
+    ].join('\n') + '\n',
+  );
 }

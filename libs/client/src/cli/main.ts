@@ -23,28 +23,59 @@ const COMMANDS: Record<string, Command> = {
   quote: {
     usage: 'tes quote <tool> [--arg k=v ...] [--file field=path ...] [--json]',
     summary: 'the free quote: the most a run of these arguments can cost',
-    options: ARG, positionals: ['tool'], run: commands.quoteCommand,
+    options: ARG,
+    positionals: ['tool'],
+    run: commands.quoteCommand,
   },
   run: {
     usage: 'tes run <tool> [--arg k=v ...] [--file field=path ...] [--yes] [--out dir] [--strategy auto|stream|wait|poll] [--json]',
     summary: 'upload files, quote, confirm, run with progress, download the artifacts into --out (default .)',
     options: { ...ARG, yes: { type: 'boolean', short: 'y' }, out: { type: 'string' }, strategy: { type: 'string' } },
-    positionals: ['tool'], run: commands.runCommand,
+    positionals: ['tool'],
+    run: commands.runCommand,
   },
   executions: {
     usage: 'tes executions [--status s] [--tool t] [--limit n] [--before exe_…] [--json]',
-    summary: 'the project\'s executions, newest first',
+    summary: "the project's executions, newest first",
     options: { status: { type: 'string' }, tool: { type: 'string' }, limit: { type: 'string' }, before: { type: 'string' } },
-    positionals: [], run: commands.executionsCommand,
+    positionals: [],
+    run: commands.executionsCommand,
   },
-  execution: { usage: 'tes execution <id> [--json]', summary: 'one execution: status, steps, charge, artifacts', options: {}, positionals: ['id'], run: commands.executionCommand },
-  cancel: { usage: 'tes cancel <id> [--json]', summary: 'request cancellation (work already started may still be charged)', options: {}, positionals: ['id'], run: commands.cancelCommand },
+  execution: {
+    usage: 'tes execution <id> [--json]',
+    summary: 'one execution: status, steps, charge, artifacts',
+    options: {},
+    positionals: ['id'],
+    run: commands.executionCommand,
+  },
+  cancel: {
+    usage: 'tes cancel <id> [--json]',
+    summary: 'request cancellation (work already started may still be charged)',
+    options: {},
+    positionals: ['id'],
+    run: commands.cancelCommand,
+  },
   download: {
-    usage: 'tes download <id> [--out dir] [--json]', summary: 'save the artifacts of a succeeded execution',
-    options: { out: { type: 'string' } }, positionals: ['id'], run: commands.downloadCommand,
+    usage: 'tes download <id> [--out dir] [--json]',
+    summary: 'save the artifacts of a succeeded execution',
+    options: { out: { type: 'string' } },
+    positionals: ['id'],
+    run: commands.downloadCommand,
   },
-  usage: { usage: 'tes usage [--json]', summary: 'this UTC month: requests, executions, charges, cap', options: {}, positionals: [], run: commands.usageCommand },
-  project: { usage: 'tes project [--json]', summary: 'organization, project, key, balance and cap of the key', options: {}, positionals: [], run: commands.projectCommand },
+  usage: {
+    usage: 'tes usage [--json]',
+    summary: 'this UTC month: requests, executions, charges, cap',
+    options: {},
+    positionals: [],
+    run: commands.usageCommand,
+  },
+  project: {
+    usage: 'tes project [--json]',
+    summary: 'organization, project, key, balance and cap of the key',
+    options: {},
+    positionals: [],
+    run: commands.projectCommand,
+  },
 };
 
 const ENVIRONMENT = `Environment:
@@ -54,11 +85,15 @@ const ENVIRONMENT = `Environment:
 
 function globalHelp(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
-  return `tes ${CLIENT_VERSION}: command line for the Tool Execution Service\n\nUsage: tes <command> [options]\n\nCommands:\n` +
-    Object.entries(COMMANDS).map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`).join('\n') +
+  return (
+    `tes ${CLIENT_VERSION}: command line for the Tool Execution Service\n\nUsage: tes <command> [options]\n\nCommands:\n` +
+    Object.entries(COMMANDS)
+      .map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`)
+      .join('\n') +
     `\n\nEvery command takes --json (machine-readable output on stdout) and --help.\n` +
     `--arg k=v: v is parsed as JSON when it parses (800, true, {"a":1}), else taken as text.\n\n${ENVIRONMENT}\n` +
-    `Exit status: 0 ok, 1 API or network error, 2 usage error.\n`;
+    `Exit status: 0 ok, 1 API or network error, 2 usage error.\n`
+  );
 }
 
 function commandHelp(name: string, c: Command): string {
@@ -95,7 +130,9 @@ export async function main(argv: string[], env: Record<string, string | undefine
       return 0;
     }
     if (parsed.positionals.length !== command.positionals.length) {
-      throw new UsageError(`expected ${command.positionals.length ? command.positionals.map((p) => `<${p}>`).join(' ') : 'no positional arguments'}, got ${parsed.positionals.length}`);
+      throw new UsageError(
+        `expected ${command.positionals.length ? command.positionals.map((p) => `<${p}>`).join(' ') : 'no positional arguments'}, got ${parsed.positionals.length}`,
+      );
     }
     const apiKey = env.TES_API_KEY;
     if (!apiKey) throw new UsageError('TES_API_KEY is not set: export a project API key');
@@ -134,7 +171,9 @@ function report(err: unknown, name: string, command: Command, json: boolean, io:
     io.stderr.write(lines.join('\n') + '\n');
     if (json) {
       const error = {
-        code: err.code, message: err.message, executionId: err.executionId,
+        code: err.code,
+        message: err.message,
+        executionId: err.executionId,
         ...(api ? { status: api.status, errorStatus: api.errorStatus, details: api.details, requestId: api.requestId } : {}),
         ...(err instanceof ExecutionUnsuccessfulError ? { execution: err.execution } : {}),
       };

@@ -32,12 +32,7 @@ export async function claimExecution(db: Knex, id: string, owner: string, leaseT
 }
 
 /** Extends the lease; null means it was lost (expired and taken, or the execution moved on). */
-export async function renewLease(
-  db: Knex,
-  id: string,
-  owner: string,
-  leaseTtlMs: number,
-): Promise<{ cancelRequested: boolean } | null> {
+export async function renewLease(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<{ cancelRequested: boolean } | null> {
   const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
     db,
     'tes_renew_lease',
@@ -69,10 +64,7 @@ export async function enterWaiting(db: Knex, input: { executionId: string; owner
 }
 
 /** Moves an execution to needs_review, keeping its reservation held (no settlement). */
-export async function markNeedsReview(
-  db: Knex,
-  input: { executionId: string; owner?: string; errorCode: string; errorMessage: string },
-): Promise<boolean> {
+export async function markNeedsReview(db: Knex, input: { executionId: string; owner?: string; errorCode: string; errorMessage: string }): Promise<boolean> {
   // Without an owner (an operator, the relay), any holder's lease is overridden.
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE executions SET status = 'needs_review', error_code = :errorCode, error_message = :errorMessage, lease_owner = NULL,

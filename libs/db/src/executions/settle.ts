@@ -152,10 +152,7 @@ export type AbandonOutcome = 'failed' | 'needs_review' | 'not_abandoned';
  * charged for the steps that completed. Only an execution nobody holds a live lease on is
  * touched (row locked, so a worker's claim waits and then sees the terminal state).
  */
-export async function abandonExecution(
-  db: Knex,
-  input: { executionId: string; errorCode: string; errorMessage: string },
-): Promise<AbandonOutcome> {
+export async function abandonExecution(db: Knex, input: { executionId: string; errorCode: string; errorMessage: string }): Promise<AbandonOutcome> {
   return db.transaction(async (trx) => {
     const locked = await trx.raw<{ rows: { id: string; project_id: string; reserved_micros: number }[] }>(
       `SELECT id, project_id, reserved_micros FROM executions
@@ -171,19 +168,19 @@ export async function abandonExecution(
       .where({ execution_id: e.id });
     const unknownExternal = steps.some((s) => s.status === 'running' && s.external);
     if (unknownExternal) {
-      await trx('executions').where({ id: e.id }).update({
-        status: 'needs_review',
-        error_code: input.errorCode,
-        error_message: `${input.errorMessage}; a provider step's outcome is unknown`,
-        lease_owner: null,
-        lease_expires_at: null,
-        updated_at: trx.fn.now(),
-      });
+      await trx('executions')
+        .where({ id: e.id })
+        .update({
+          status: 'needs_review',
+          error_code: input.errorCode,
+          error_message: `${input.errorMessage}; a provider step's outcome is unknown`,
+          lease_owner: null,
+          lease_expires_at: null,
+          updated_at: trx.fn.now(),
+        });
       return 'needs_review';
     }
-    const cost = steps
-      .filter((s) => s.status === 'succeeded')
-      .reduce((sum, s) => sum + s.cost_micros, 0);
+    const cost = steps.filter((s) => s.status === 'succeeded').reduce((sum, s) => sum + s.cost_micros, 0);
     const settled = await settleExecution(trx, {
       executionId: e.id,
       projectId: e.project_id,

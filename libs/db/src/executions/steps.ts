@@ -117,7 +117,13 @@ export async function recordExternalRef(
       WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running'
         AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
       RETURNING 1`,
-    { externalRef: input.externalRef, checkpoint: input.checkpoint ? JSON.stringify(input.checkpoint) : null, executionId: input.executionId, index: input.index, owner: input.owner },
+    {
+      externalRef: input.externalRef,
+      checkpoint: input.checkpoint ? JSON.stringify(input.checkpoint) : null,
+      executionId: input.executionId,
+      index: input.index,
+      owner: input.owner,
+    },
   );
   return res.rows.length > 0;
 }

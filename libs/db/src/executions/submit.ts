@@ -28,8 +28,7 @@ export interface SubmitInput {
 
 export type SubmitResult =
   /** `outbox`: the message this submit wrote, for the caller to dispatch after commit. */
-  | { kind: 'created'; execution: ExecutionRecord; outbox: OutboxEntry }
-  | { kind: 'existing'; execution: ExecutionRecord };
+  { kind: 'created'; execution: ExecutionRecord; outbox: OutboxEntry } | { kind: 'existing'; execution: ExecutionRecord };
 
 /**
  * The submit (architecture.md, path 1) as ONE statement, so one round trip and one commit:
@@ -165,7 +164,10 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
     throw new AppError('monthly_cap_exceeded', 'monthly_cap_exceeded', { details: { requiredMicros: r, retryable: false } });
   }
   if (attempt < 2) return submitExecution(db, input, attempt + 1);
-  throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: 'the balance changed while the submit was judged; retry' } });
+  throw new AppError('service_unavailable', 'service_unavailable', {
+    retryable: true,
+    details: { reason: 'the balance changed while the submit was judged; retry' },
+  });
 }
 
 const bindingLockKey = (projectId: string, key: string) => `tes.binding:${projectId}:${key}`;

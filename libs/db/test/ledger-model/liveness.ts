@@ -34,7 +34,14 @@ export async function checkLiveness(r: Real, startClock: number): Promise<void> 
         continue;
       }
       const cost = steps.filter((s) => s.status === 'succeeded').reduce((a, s) => a + s.costMicros, 0);
-      await settleExecution(db, { executionId: id, projectId: e.projectId, status: e.cancelRequested ? 'cancelled' : 'succeeded', chargedMicros: cost, from: ['running'], leaseOwner: owner });
+      await settleExecution(db, {
+        executionId: id,
+        projectId: e.projectId,
+        status: e.cancelRequested ? 'cancelled' : 'succeeded',
+        chargedMicros: cost,
+        from: ['running'],
+        leaseOwner: owner,
+      });
     }
     if ((await ours()).every((e) => !['queued', 'running', 'waiting'].includes(e.status as string))) {
       hit(`liveness:ended_after_${round + 1}_rounds`);

@@ -7,19 +7,57 @@ import type { ExecutionStatus } from '@tes/core';
  * state rules it predicts the database by (api-contract.md "Money rules", "States and moves").
  */
 
-export interface MStep { status: 'running' | 'succeeded' | 'failed'; cost: number; external: boolean; attempts: number }
-export interface MExec {
-  id: string; project: number; key: string; status: ExecutionStatus; reserved: number; charged: number; cancelRequested: boolean;
-  owner: string | null; deadline: number | null; attempts: number; claims: number; createdAt: number; steps: MStep[];
-  outboxTotal: number; outboxUnsent: number; files: string[];
+export interface MStep {
+  status: 'running' | 'succeeded' | 'failed';
+  cost: number;
+  external: boolean;
+  attempts: number;
 }
-export interface MFile { id: string; project: number; expiresAt: number; deleted: boolean }
+export interface MExec {
+  id: string;
+  project: number;
+  key: string;
+  status: ExecutionStatus;
+  reserved: number;
+  charged: number;
+  cancelRequested: boolean;
+  owner: string | null;
+  deadline: number | null;
+  attempts: number;
+  claims: number;
+  createdAt: number;
+  steps: MStep[];
+  outboxTotal: number;
+  outboxUnsent: number;
+  files: string[];
+}
+export interface MFile {
+  id: string;
+  project: number;
+  expiresAt: number;
+  deleted: boolean;
+}
 export interface MProject {
-  available: number; reserved: number; capMonth: string | null; monthCharged: number; cap: number | null;
+  available: number;
+  reserved: number;
+  capMonth: string | null;
+  monthCharged: number;
+  cap: number | null;
   usage: Map<string, { settled: number; settledCharge: number }>;
 }
-export interface Model { projects: MProject[]; execs: MExec[]; files: MFile[]; seq: number; clock: number; prices: string[] }
-export interface Real { db: Knex; projectIds: string[]; keyIds: string[] }
+export interface Model {
+  projects: MProject[];
+  execs: MExec[];
+  files: MFile[];
+  seq: number;
+  clock: number;
+  prices: string[];
+}
+export interface Real {
+  db: Knex;
+  projectIds: string[];
+  keyIds: string[];
+}
 export type Cmd = fc.AsyncCommand<Model, Real>;
 
 export const MAX_ATTEMPTS = 2; // small, so the reaper's "exhausted" branch is reachable in short sequences
@@ -41,7 +79,9 @@ export const hit = (what: string) => stats.hits.set(what, (stats.hits.get(what) 
 
 /** Sets the database's clock (tes_now()) to model time `t`, frozen there. */
 export async function setClock(db: Knex, t: number): Promise<void> {
-  await db.raw(`CREATE OR REPLACE FUNCTION tes_now() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT timestamptz '${new Date(EPOCH + t).toISOString()}' $$`);
+  await db.raw(
+    `CREATE OR REPLACE FUNCTION tes_now() RETURNS timestamptz LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT timestamptz '${new Date(EPOCH + t).toISOString()}' $$`,
+  );
 }
 export const monthOf = (t: number) => new Date(EPOCH + t).toISOString().slice(0, 8) + '01';
 

@@ -148,7 +148,6 @@ export class ChangeHub {
     }
   }
 
-
   /**
    * Reads a watched execution now and hands it to its watchers. A new watcher calls it once: a
    * change that committed between its own read and its watch was notified before anyone here

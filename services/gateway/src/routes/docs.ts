@@ -40,7 +40,12 @@ export function docsRoutes(document: string): PublicRoute[] {
  * /docs/assets. Not a declared route: it serves a folder, and answers other methods itself.
  */
 export function docsAssets(): RequestHandler {
-  const assets = express.static(swaggerUiAssets(), { index: false, redirect: false, fallthrough: false, setHeaders: (res) => res.setHeader('Cache-Control', 'no-store') });
+  const assets = express.static(swaggerUiAssets(), {
+    index: false,
+    redirect: false,
+    fallthrough: false,
+    setHeaders: (res) => res.setHeader('Cache-Control', 'no-store'),
+  });
   return (req: Request, res: Response, next: NextFunction) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') {
       res.set('Allow', 'GET, HEAD');

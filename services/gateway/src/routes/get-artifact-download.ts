@@ -29,7 +29,12 @@ export function getArtifactDownloadRoute({ db, store, config, logger }: GatewayD
         fileName: a.fileName,
       });
       if (!presigned) throw new AppError('artifact_expired');
-      logger.info('gateway.artifact.presigned', { requestId: res.locals.requestId as string, executionId: e.id, artifactId: a.id, ttlSeconds: presigned.ttlSeconds });
+      logger.info('gateway.artifact.presigned', {
+        requestId: res.locals.requestId as string,
+        executionId: e.id,
+        artifactId: a.id,
+        ttlSeconds: presigned.ttlSeconds,
+      });
       res.json({
         data: {
           url: presigned.url,

@@ -14,7 +14,16 @@ export async function checkInputFiles(db: Knex, projectId: string, input: Resolv
     if (!file) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: ref.fileId, instancePath: ref.pointer } });
     if (!(ref.formats as readonly string[]).includes(file.format)) {
       throw new AppError('invalid_arguments', 'invalid_arguments', {
-        details: { errors: [{ instancePath: ref.pointer, keyword: 'fileFormat', message: `must be an uploaded ${ref.formats.join(' or ')} file`, params: { format: file.format } }] },
+        details: {
+          errors: [
+            {
+              instancePath: ref.pointer,
+              keyword: 'fileFormat',
+              message: `must be an uploaded ${ref.formats.join(' or ')} file`,
+              params: { format: file.format },
+            },
+          ],
+        },
       });
     }
   }

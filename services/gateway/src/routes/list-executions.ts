@@ -20,8 +20,18 @@ export function listExecutionsRoute({ db }: GatewayDeps): KeyRoute<undefined, Li
     scope: 'executions:read',
     body: 'none',
     handle: async ({ res, auth, query }) => {
-      const { items, hasMore } = await listExecutions(db, { projectId: auth.projectId, limit: query.limit ?? 20, before: query.before, status: query.status, tool: query.tool });
-      const steps = await getSteps(db, auth.projectId, items.map((e) => e.id));
+      const { items, hasMore } = await listExecutions(db, {
+        projectId: auth.projectId,
+        limit: query.limit ?? 20,
+        before: query.before,
+        status: query.status,
+        tool: query.tool,
+      });
+      const steps = await getSteps(
+        db,
+        auth.projectId,
+        items.map((e) => e.id),
+      );
       res.json({
         data: items.map((e) => publicExecution(e, steps)),
         hasMore,

@@ -63,7 +63,13 @@ export function submitExecutionRoute(deps: GatewayDeps): KeyRoute<SubmitBody> {
  * an existing binding itself (its insert fails on the binding's unique index), and a check
  * that fails looks for the binding before refusing.
  */
-async function submitOrFindBinding(deps: GatewayDeps, auth: AuthContext, body: SubmitBody, idempotencyKey: string, requestDigest: string): Promise<SubmitResult> {
+async function submitOrFindBinding(
+  deps: GatewayDeps,
+  auth: AuthContext,
+  body: SubmitBody,
+  idempotencyKey: string,
+  requestDigest: string,
+): Promise<SubmitResult> {
   const { catalog, settings, db } = deps;
   let priced;
   try {
@@ -139,6 +145,9 @@ async function answer(deps: GatewayDeps, req: Request, res: Response, accepted: 
   if (isTerminal(view.execution.status)) {
     res.status(200).json(executionBody(view));
   } else {
-    res.status(202).set({ 'Retry-After': '5', Location: `/tools/executions/${view.execution.id}` }).json(executionBody(view));
+    res
+      .status(202)
+      .set({ 'Retry-After': '5', Location: `/tools/executions/${view.execution.id}` })
+      .json(executionBody(view));
   }
 }

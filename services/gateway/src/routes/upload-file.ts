@@ -63,7 +63,14 @@ export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
         // A revived record (its deadline had passed) may have raced the janitor, which deletes
         // the object under the row lock our revive waited on: write the object once more.
         if (state === 'revived') await deps.store.put({ key, body: bytes, contentType: mimeType });
-        deps.logger.info('gateway.upload.stored', { requestId: res.locals.requestId as string, projectId: auth.projectId, fileId: file.id, format, sizeBytes: bytes.length, state });
+        deps.logger.info('gateway.upload.stored', {
+          requestId: res.locals.requestId as string,
+          projectId: auth.projectId,
+          fileId: file.id,
+          format,
+          sizeBytes: bytes.length,
+          state,
+        });
         res.status(200).json({
           data: { id: file.id, format: file.format, mimeType: file.mimeType, sizeBytes: file.sizeBytes, sha256: file.sha256, expiresAt: file.expiresAt },
         });

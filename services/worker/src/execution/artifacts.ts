@@ -38,8 +38,9 @@ export async function storeFiles(deps: StoreDeps, e: ExecutionRecord, index: num
 /** Best-effort removal of objects this worker stored and no row names. */
 export async function discardArtifacts(deps: StoreDeps, artifacts: NewArtifact[]): Promise<void> {
   for (const a of artifacts) {
-    await deps.store.delete(a.storageKey).catch((err: unknown) =>
-      deps.logger.warn('worker.artifact.orphaned', { storageKey: a.storageKey, err: (err as Error).message }));
+    await deps.store
+      .delete(a.storageKey)
+      .catch((err: unknown) => deps.logger.warn('worker.artifact.orphaned', { storageKey: a.storageKey, err: (err as Error).message }));
   }
 }
 

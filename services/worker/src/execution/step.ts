@@ -49,8 +49,8 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
     controller.abort(
       providerRef === null
         ? new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`)
-        // not a zero-charge failure: the job may have run and cost money; an operator decides
-        : new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`),
+        : // not a zero-charge failure: the job may have run and cost money; an operator decides
+          new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`),
     );
   }, timeoutMs);
   // Keep the lease alive while the step runs; losing it aborts the step.
@@ -69,27 +69,30 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
     if (!fn) throw new StepError('internal_error', `${e.tool} has no step ${step.name}`);
     // The one place the arguments' type is taken on trust: the catalog checked them against
     // this tool's schema at submit, and they are stored as checked.
-    const result = await (fn as StepFn<Record<string, unknown>>)({
-      logFields: { executionId: e.id, projectId: e.projectId, tool: e.tool },
-      index,
-      signal: controller.signal,
-      previous: run.previous,
-      externalRef: resumed?.externalRef ?? null,
-      stepCheckpoint: resumed?.checkpoint ?? null,
-      recordExternalRef: async (ref, checkpoint) => {
-        if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
-          throw new LeaseLost();
-        }
-        providerRef = ref;
+    const result = await (fn as StepFn<Record<string, unknown>>)(
+      {
+        logFields: { executionId: e.id, projectId: e.projectId, tool: e.tool },
+        index,
+        signal: controller.signal,
+        previous: run.previous,
+        externalRef: resumed?.externalRef ?? null,
+        stepCheckpoint: resumed?.checkpoint ?? null,
+        recordExternalRef: async (ref, checkpoint) => {
+          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
+            throw new LeaseLost();
+          }
+          providerRef = ref;
+        },
+        get workDir() {
+          return workDir.path;
+        },
+        inputFile: (fileId) => fetchInput(deps, e, fileId, workDir.path, controller.signal),
+        logger: deps.logger,
+        providers: deps.providers,
+        sandbox: deps.sandbox,
       },
-      get workDir() {
-        return workDir.path;
-      },
-      inputFile: (fileId) => fetchInput(deps, e, fileId, workDir.path, controller.signal),
-      logger: deps.logger,
-      providers: deps.providers,
-      sandbox: deps.sandbox,
-    }, e.arguments);
+      e.arguments,
+    );
     if (controller.signal.aborted) throw controller.signal.reason;
     return isWait(result) ? result : price(deps, run, name, result);
   } catch (err) {

@@ -63,7 +63,14 @@ export class SharpSandbox {
           if (m.id === id) done(() => resolve(m));
         };
         const onExit = (code: number | null, sig: NodeJS.Signals | null) =>
-          done(() => reject(new StepError('resource_limit_exceeded', `rendering stopped: the sandbox exited (${sig ?? `code ${code}`}); the input needs more CPU or memory than a step may use`)));
+          done(() =>
+            reject(
+              new StepError(
+                'resource_limit_exceeded',
+                `rendering stopped: the sandbox exited (${sig ?? `code ${code}`}); the input needs more CPU or memory than a step may use`,
+              ),
+            ),
+          );
         const onAbort = () => done(() => reject(signal.reason));
         const done = (settle: () => void) => {
           child.off('message', onMessage);
@@ -107,9 +114,7 @@ export class SharpSandbox {
     const node = [process.execPath, '--max-old-space-size=128', childScript()];
     const limits = [`--cpu=${this.limits.cpuSeconds}`, `--as=${this.limits.addressSpaceBytes}`];
     // Each wrapper execs the next; the parent-death signal survives the execs.
-    const [command, ...args] = hasProgram('setpriv') && hasProgram('prlimit')
-      ? ['setpriv', '--pdeathsig', 'KILL', 'prlimit', ...limits, '--', ...node]
-      : node;
+    const [command, ...args] = hasProgram('setpriv') && hasProgram('prlimit') ? ['setpriv', '--pdeathsig', 'KILL', 'prlimit', ...limits, '--', ...node] : node;
     const child = spawn(command!, args, { stdio: ['ignore', 'ignore', 'ignore', 'ipc'], serialization: 'advanced' });
     child.on('error', () => undefined);
     child.once('exit', () => {

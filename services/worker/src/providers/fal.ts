@@ -25,7 +25,10 @@ function appOf(modelId: string): string {
 }
 
 export async function falCreate(ctx: ProviderContext, modelId: string, input: Record<string, unknown>): Promise<string> {
-  const r = await createJob(() => ctx.http.json<Enqueued>('POST', `${ctx.baseUrls.fal}/${modelId}`, { json: input, headers: auth(ctx, 'create'), signal: ctx.signal }), ctx.signal);
+  const r = await createJob(
+    () => ctx.http.json<Enqueued>('POST', `${ctx.baseUrls.fal}/${modelId}`, { json: input, headers: auth(ctx, 'create'), signal: ctx.signal }),
+    ctx.signal,
+  );
   if (typeof r.request_id !== 'string' || r.request_id.length === 0) throw new Error('fal answered without a request id');
   return r.request_id;
 }

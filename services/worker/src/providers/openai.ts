@@ -18,7 +18,13 @@ export async function openaiGenerateImages(
 ): Promise<ProviderOutput[]> {
   const key = requireCredential(ctx.credentials.openai, 'OPENAI_API_KEY');
   const res = await createJob(
-    () => ctx.http.json<ImagesResponse>('POST', `${ctx.baseUrls.openai}/images/generations`, { json: body, headers: { Authorization: `Bearer ${key}` }, signal: ctx.signal, timeoutMs: 300_000 }),
+    () =>
+      ctx.http.json<ImagesResponse>('POST', `${ctx.baseUrls.openai}/images/generations`, {
+        json: body,
+        headers: { Authorization: `Bearer ${key}` },
+        signal: ctx.signal,
+        timeoutMs: 300_000,
+      }),
     ctx.signal,
   );
   const images = (res.data ?? []).map((d) => d.b64_json).filter((b): b is string => typeof b === 'string' && b.length > 0);

@@ -20,7 +20,12 @@ function auth(ctx: ProviderContext, use: 'create' | 'read') {
 
 export async function replicateCreate(ctx: ProviderContext, model: string, input: Record<string, unknown>): Promise<string> {
   const p = await createJob(
-    () => ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, { json: { input }, headers: auth(ctx, 'create'), signal: ctx.signal }),
+    () =>
+      ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, {
+        json: { input },
+        headers: auth(ctx, 'create'),
+        signal: ctx.signal,
+      }),
     ctx.signal,
   );
   if (typeof p.id !== 'string' || p.id.length === 0) throw new Error('Replicate answered without a prediction id');
@@ -29,7 +34,11 @@ export async function replicateCreate(ctx: ProviderContext, model: string, input
 
 export async function replicatePoll(ctx: ProviderContext, id: string): Promise<PollResult> {
   const p = await read(
-    () => ctx.http.json<Prediction | null>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, { headers: auth(ctx, 'read'), signal: ctx.signal }),
+    () =>
+      ctx.http.json<Prediction | null>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, {
+        headers: auth(ctx, 'read'),
+        signal: ctx.signal,
+      }),
     ctx.signal,
   );
   switch (p?.status) {
@@ -60,7 +69,11 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
  */
 export async function replicateCancel(ctx: ProviderContext, id: string): Promise<'cancelled' | 'finished'> {
   const p = await read(
-    () => ctx.http.json<Prediction | null>('POST', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}/cancel`, { headers: auth(ctx, 'read'), signal: ctx.signal }),
+    () =>
+      ctx.http.json<Prediction | null>('POST', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}/cancel`, {
+        headers: auth(ctx, 'read'),
+        signal: ctx.signal,
+      }),
     ctx.signal,
   );
   switch (p?.status) {

@@ -66,7 +66,26 @@ export const audioSpeechRunner: RunnerOf<'audio.speech'> = {
     let outFile = wavFile;
     if (a.format === 'mp3') {
       outFile = path.join(ctx.workDir, `speech-${ctx.index}.mp3`);
-      const argv = ['-nostdin', '-hide_banner', '-loglevel', 'error', '-y', '-i', wavFile, '-map', '0:a:0', '-c:a', 'libmp3lame', '-q:a', '2', '-fs', String(L.maxArtifactBytes + 1), '-f', 'mp3', outFile];
+      const argv = [
+        '-nostdin',
+        '-hide_banner',
+        '-loglevel',
+        'error',
+        '-y',
+        '-i',
+        wavFile,
+        '-map',
+        '0:a:0',
+        '-c:a',
+        'libmp3lame',
+        '-q:a',
+        '2',
+        '-fs',
+        String(L.maxArtifactBytes + 1),
+        '-f',
+        'mp3',
+        outFile,
+      ];
       try {
         await runProgram('ffmpeg', argv, { signal: ctx.signal, cwd: ctx.workDir, maxStdoutBytes: 64_000 });
       } catch (err) {

@@ -45,11 +45,10 @@ export async function measureAudio(file: string, signal: AbortSignal): Promise<A
   }
   const audio = facts.streams.find((s) => s.type === 'audio');
   if (!audio?.sampleRate || !audio.channels) throw new StepError('internal_error', 'the produced file has no audio stream');
-  const { stdout } = await runProgram(
-    'ffprobe',
-    ['-v', 'error', '-select_streams', 'a:0', '-show_entries', 'frame=nb_samples', '-of', 'csv=p=0', file],
-    { signal, maxStdoutBytes: 8_000_000 },
-  );
+  const { stdout } = await runProgram('ffprobe', ['-v', 'error', '-select_streams', 'a:0', '-show_entries', 'frame=nb_samples', '-of', 'csv=p=0', file], {
+    signal,
+    maxStdoutBytes: 8_000_000,
+  });
   let samples = 0;
   for (const line of stdout.toString('utf8').split('\n')) {
     const n = Number.parseInt(line, 10);
@@ -98,10 +97,7 @@ async function probeInput(ctx: StepContext, a: AudioTranscodeArgs): Promise<Prob
   const known = audio.durationSeconds ?? info.durationSeconds;
   const inputDurationSeconds = Number.isFinite(known) && known > 0 ? known : null;
   if (inputDurationSeconds !== null && a.startSeconds >= inputDurationSeconds) {
-    throw new StepError(
-      'invalid_input_file',
-      `startSeconds ${a.startSeconds} is at or past the end of the input audio (${inputDurationSeconds.toFixed(3)} s)`,
-    );
+    throw new StepError('invalid_input_file', `startSeconds ${a.startSeconds} is at or past the end of the input audio (${inputDurationSeconds.toFixed(3)} s)`);
   }
   const shape = outputShape(a, audio.sampleRate, audio.channels);
   const longest = Math.min(a.durationSeconds ?? L.maxDurationSeconds, L.maxDurationSeconds, (inputDurationSeconds ?? Infinity) - a.startSeconds);
@@ -121,18 +117,33 @@ async function transcodeAudio(ctx: StepContext, a: AudioTranscodeArgs, cp: Probe
   const input = await ctx.inputFile(a.fileId);
   const out = path.join(ctx.workDir, `transcode-${ctx.index}.${a.format}`);
   const args = [
-    '-nostdin', '-hide_banner', '-loglevel', 'error', '-y',
+    '-nostdin',
+    '-hide_banner',
+    '-loglevel',
+    'error',
+    '-y',
     ...(a.startSeconds > 0 ? ['-ss', ffTime(a.startSeconds)] : []),
-    '-i', input.path, // absolute path inside workDir: never read as an option
-    '-map', '0:a:0', '-vn', '-sn', '-dn', '-map_metadata', '-1',
-    '-t', ffTime(Math.min(a.durationSeconds ?? L.maxDurationSeconds, L.maxDurationSeconds)),
+    '-i',
+    input.path, // absolute path inside workDir: never read as an option
+    '-map',
+    '0:a:0',
+    '-vn',
+    '-sn',
+    '-dn',
+    '-map_metadata',
+    '-1',
+    '-t',
+    ffTime(Math.min(a.durationSeconds ?? L.maxDurationSeconds, L.maxDurationSeconds)),
     // loudnorm resamples to 192 kHz internally and outputs that rate: -ar below is required.
     ...(a.normalize ? ['-af', LOUDNORM] : []),
-    '-ar', String(cp.sampleRate),
-    '-ac', String(cp.channels),
+    '-ar',
+    String(cp.sampleRate),
+    '-ac',
+    String(cp.channels),
     ...(a.format === 'mp3' ? ['-c:a', 'libmp3lame', '-q:a', '2', '-f', 'mp3'] : ['-c:a', 'pcm_s16le', '-f', 'wav']),
     // Hard bound while writing, whatever the prediction said (e.g. a lying header).
-    '-fs', String(L.maxArtifactBytes + 1),
+    '-fs',
+    String(L.maxArtifactBytes + 1),
     out,
   ];
   try {

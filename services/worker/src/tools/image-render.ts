@@ -38,9 +38,7 @@ export function textCardSvg(a: ImageRenderArgs): string {
   const maxLines = Math.max(1, Math.floor((a.height * 0.9) / lineHeight));
   const lines = wrap(a.text ?? '', maxChars).slice(0, maxLines);
   const top = Math.round(a.height / 2 - ((lines.length - 1) * lineHeight) / 2);
-  const tspans = lines
-    .map((l, i) => `<tspan x="50%" y="${top + i * lineHeight}">${escapeXml(l)}</tspan>`)
-    .join('');
+  const tspans = lines.map((l, i) => `<tspan x="50%" y="${top + i * lineHeight}">${escapeXml(l)}</tspan>`).join('');
   return (
     `<svg xmlns="http://www.w3.org/2000/svg" width="${a.width}" height="${a.height}">` +
     `<rect width="100%" height="100%" fill="${a.background}"/>` +
@@ -57,11 +55,16 @@ export const imageRenderRunner: RunnerOf<'image.render'> = {
     // feTurbulence), and librsvg cannot be interrupted in-process. The step's deadline kills it.
     let out: { data: Buffer; info: sharp.OutputInfo };
     try {
-      out = await ctx.sandbox.run(Buffer.from(svg, 'utf8'), { limitInputPixels: 4096 * 4096 * 4, failOn: 'error' }, [
-        ['resize', [a.width, a.height, { fit: 'contain', background: a.background }]],
-        ['flatten', [{ background: a.background }]],
-        a.format === 'jpeg' ? ['jpeg', [{ quality: a.quality }]] : ['png', []],
-      ], ctx.signal);
+      out = await ctx.sandbox.run(
+        Buffer.from(svg, 'utf8'),
+        { limitInputPixels: 4096 * 4096 * 4, failOn: 'error' },
+        [
+          ['resize', [a.width, a.height, { fit: 'contain', background: a.background }]],
+          ['flatten', [{ background: a.background }]],
+          a.format === 'jpeg' ? ['jpeg', [{ quality: a.quality }]] : ['png', []],
+        ],
+        ctx.signal,
+      );
     } catch (err) {
       if (ctx.signal.aborted || err instanceof StepError) throw err;
       throw new StepError('invalid_input_file', `the SVG could not be rendered: ${(err as Error).message.slice(0, 200)}`);

@@ -66,10 +66,7 @@ async function inspect(ctx: StepContext, a: ImageTransformArgs, path: string, fu
   const c = a.crop;
   if (c && (c.left + c.width > width || c.top + c.height > height)) {
     // Only knowable after decoding; the caller's error, reported as a bad input (nothing charged).
-    throw new StepError(
-      'invalid_input_file',
-      `crop ${c.width}x${c.height} at (${c.left},${c.top}) lies outside the ${width}x${height} input image`,
-    );
+    throw new StepError('invalid_input_file', `crop ${c.width}x${c.height} at (${c.left},${c.top}) lies outside the ${width}x${height} input image`);
   }
   const output = plannedOutput({ width, height }, a);
   if (output.width > L.maxOutputSide || output.height > L.maxOutputSide) {

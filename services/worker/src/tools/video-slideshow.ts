@@ -22,7 +22,7 @@ function slideFrames(seconds: number[], fps: number): number[] {
   let previous = 0;
   return seconds.map((s) => {
     cumulative += s;
-    const boundary = Math.round(Math.round(cumulative * 1e6) / 1e6 * fps);
+    const boundary = Math.round((Math.round(cumulative * 1e6) / 1e6) * fps);
     const frames = boundary - previous;
     previous = boundary;
     return frames;
@@ -61,7 +61,10 @@ async function probeInputs(a: VideoSlideshowArgs, get: (id: string) => Promise<I
       throw new StepError('invalid_input_file', `slide ${i} (${slide.fileId}) is not a PNG or JPEG image`);
     }
     if (meta.width * meta.height > L.maxSlidePixels) {
-      throw new StepError('invalid_input_file', `slide ${i} (${slide.fileId}) is ${meta.width}x${meta.height}; at most ${L.maxSlidePixels} pixels are accepted`);
+      throw new StepError(
+        'invalid_input_file',
+        `slide ${i} (${slide.fileId}) is ${meta.width}x${meta.height}; at most ${L.maxSlidePixels} pixels are accepted`,
+      );
     }
     if (signal.aborted) throw signal.reason;
   }
@@ -122,7 +125,10 @@ export const videoSlideshowRunner: RunnerOf<'video.slideshow'> = {
   },
   async render(ctx, a) {
     const get = fetcher(ctx);
-    const frames = slideFrames(a.slides.map((s) => s.seconds), a.fps);
+    const frames = slideFrames(
+      a.slides.map((s) => s.seconds),
+      a.fps,
+    );
     const totalFrames = frames.reduce((x, y) => x + y, 0);
     const lines = ['ffconcat version 1.0'];
     for (const [i, slide] of a.slides.entries()) {
@@ -144,15 +150,25 @@ export const videoSlideshowRunner: RunnerOf<'video.slideshow'> = {
     // streams are cut by filters, not -frames:v: ffmpeg 5 closes every stream of the file
     // once one reaches its -frames limit, which would truncate the soundtrack.
     const args = [
-      '-hide_banner', '-nostdin', '-loglevel', 'error', '-y',
-      '-f', 'concat', '-i', list,
+      '-hide_banner',
+      '-nostdin',
+      '-loglevel',
+      'error',
+      '-y',
+      '-f',
+      'concat',
+      '-i',
+      list,
       ...(soundtrack ? ['-i', soundtrack.path] : []),
-      '-map', '0:v:0',
-      '-vf', `fps=${a.fps},trim=end_frame=${totalFrames},setsar=1,format=yuv420p`,
+      '-map',
+      '0:v:0',
+      '-vf',
+      `fps=${a.fps},trim=end_frame=${totalFrames},setsar=1,format=yuv420p`,
       ...(soundtrack
         ? ['-map', '1:a:0', '-af', `aformat=sample_rates=${AUDIO_RATE},apad=whole_len=${samples},atrim=end_sample=${samples}`, '-c:a', 'aac', '-b:a', '128k']
         : ['-an']),
-      '-map_metadata', '-1',
+      '-map_metadata',
+      '-1',
       ...h264OutputArgs(23, L.maxOutputBytes, ['-tune', 'stillimage', '-r', String(a.fps)]),
       out,
     ];

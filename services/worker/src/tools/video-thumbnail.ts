@@ -71,10 +71,7 @@ async function inspect(ctx: StepContext, a: VideoThumbnailArgs, path: string): P
   if (late.length > 0) {
     // Chosen over clamping: a caller asking past the end gets a clear failure, not frames
     // they did not ask for (and pays nothing).
-    throw new StepError(
-      'invalid_input_file',
-      `time ${late.join(', ')} s is beyond the video's duration of ${durationSeconds.toFixed(3)} s`,
-    );
+    throw new StepError('invalid_input_file', `time ${late.join(', ')} s is beyond the video's duration of ${durationSeconds.toFixed(3)} s`);
   }
   return { durationSeconds, lastFrameSeconds, ...frameSize(video.width, video.height, a.width) };
 }
@@ -83,11 +80,27 @@ async function extractFrame(ctx: StepContext, path: string, time: number, plan: 
   const seek = Math.min(time, Math.max(0, plan.lastFrameSeconds - LAST_FRAME_MARGIN_S));
   // Numbers only reach the command line, formatted here: no caller text becomes an option or filter.
   const args = [
-    '-hide_banner', '-nostdin', '-v', 'error',
-    '-ss', seek.toFixed(6), '-i', path,
-    '-map', '0:v:0', '-frames:v', '1',
-    '-vf', `scale=${plan.width}:${plan.height}:flags=bicubic,setsar=1`,
-    '-pix_fmt', 'rgb24', '-f', 'image2pipe', '-c:v', 'png', 'pipe:1',
+    '-hide_banner',
+    '-nostdin',
+    '-v',
+    'error',
+    '-ss',
+    seek.toFixed(6),
+    '-i',
+    path,
+    '-map',
+    '0:v:0',
+    '-frames:v',
+    '1',
+    '-vf',
+    `scale=${plan.width}:${plan.height}:flags=bicubic,setsar=1`,
+    '-pix_fmt',
+    'rgb24',
+    '-f',
+    'image2pipe',
+    '-c:v',
+    'png',
+    'pipe:1',
   ];
   let out: Buffer;
   try {

@@ -104,15 +104,28 @@ export const videoTranscodeRunner: RunnerOf<'video.transcode'> = {
     const vf = `scale=w=${width}:h=${L.maxHeight}:force_original_aspect_ratio=decrease:force_divisible_by=2,setsar=1,format=yuv420p`;
     const out = path.join(ctx.workDir, 'transcode-out.mp4');
     const args = [
-      '-hide_banner', '-nostdin', '-loglevel', 'error', '-y',
-      '-ss', secondsArg(a.startSeconds),
-      '-i', input.path,
-      '-t', secondsArg(checked.seconds),
-      '-map', '0:v:0',
+      '-hide_banner',
+      '-nostdin',
+      '-loglevel',
+      'error',
+      '-y',
+      '-ss',
+      secondsArg(a.startSeconds),
+      '-i',
+      input.path,
+      '-t',
+      secondsArg(checked.seconds),
+      '-map',
+      '0:v:0',
       ...(checked.hasAudio ? ['-map', '0:a:0', '-c:a', 'aac', '-b:a', '128k'] : ['-an']),
-      '-sn', '-dn', '-map_metadata', '-1',
-      '-vf', vf,
-      '-fpsmax', String(L.maxFps),
+      '-sn',
+      '-dn',
+      '-map_metadata',
+      '-1',
+      '-vf',
+      vf,
+      '-fpsmax',
+      String(L.maxFps),
       ...h264OutputArgs(a.crf, L.maxOutputBytes),
       out,
     ];
@@ -123,7 +136,12 @@ export const videoTranscodeRunner: RunnerOf<'video.transcode'> = {
       if (err instanceof ProgramFailed) throw new StepError('invalid_input_file', `the MP4 could not be transcoded: ${err.message.slice(0, 200)}`);
       throw err;
     }
-    const video = await readVideoOutput(out, L.maxOutputBytes, ctx.signal, new StepError('invalid_input_file', 'the MP4 has no video frames at or after startSeconds'));
+    const video = await readVideoOutput(
+      out,
+      L.maxOutputBytes,
+      ctx.signal,
+      new StepError('invalid_input_file', 'the MP4 has no video frames at or after startSeconds'),
+    );
     return {
       units: startedSeconds(video.durationSeconds),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body: video.body }],
