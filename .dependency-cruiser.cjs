@@ -37,7 +37,9 @@ function declaredWorkspaceRules() {
       comment: `${pkg.name} imports a workspace package its package.json does not declare`,
       severity: 'error',
       from: { path: `^${dir}/src/` },
-      to: { dependencyTypes: ['aliased-workspace'], pathNot: [dir, ...declared].map((d) => `^${d}/`) },
+      // By path: a workspace package resolves through its node_modules symlink to its folder, which
+      // dependency-cruiser types as 'undetermined', not as a workspace dependency.
+      to: { path: '^(libs|services|scripts)/', pathNot: [dir, ...declared].map((d) => `^${d}/`) },
     };
   });
 }
