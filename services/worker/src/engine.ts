@@ -1,34 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import type { Knex } from 'knex';
-import type { Catalog } from '@tes/catalog';
 import { claimExecution, isConnectionError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
 import type { Delivery, Disposition } from '@tes/messaging';
-import type { Logger, Metrics } from '@tes/observability';
-import type { ObjectStore } from '@tes/storage';
 import { cachedPriceLists, LeaseLost, ShuttingDown, type ExecutionDeps } from './execution/context';
 import { runExecution } from './execution/run';
 import { WorkDir } from './execution/work-dir';
 import { SharpSandbox } from './media/sharp-sandbox';
-import type { ProviderSetup } from './providers/common';
-import type { AnyRunner } from './runner';
 
-export interface EngineDeps {
-  db: Knex;
-  catalog: Pick<Catalog, 'get' | 'cost'>;
-  store: ObjectStore;
-  /** Runners by tool name: the worker's RUNNERS (complete by type), or a test's own. */
-  runners: Readonly<Record<string, AnyRunner>>;
-  logger: Logger;
-  metrics: Metrics;
-  leaseTtlMs: number;
-  /** Unique per process: the lease owner written on claimed executions. */
-  workerId: string;
+/** What the engine takes: what running an execution needs (it makes the rest itself), and its own. */
+export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' | 'prices' | 'recheckDeadlineMs'> {
   /** The delay queues' delay: how soon a message sent by `publishLater` comes back. */
   waitMs: number;
-  providers: ProviderSetup;
   /** After this long running, a claimed execution's message is acked (default 5 min; see handleClaimed). */
   earlyAckAfterMs?: number;
   /** Killable sharp; a private one is made when none is given. */
