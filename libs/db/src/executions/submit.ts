@@ -65,6 +65,11 @@ const SUBMIT_SQL = `WITH f AS (
                 + reserved_micros + :reserved::bigint <= monthly_cap_micros)
         AND (SELECT count(*) FROM f) = cardinality(:fileIds::text[])
         AND tes_submit_guard(:bindingLock, :priceVersion)
+        -- A bound key takes no lock on the balance row: its insert would wait on the bound
+        -- execution's row, which a settlement holding that row then wants the balance row for
+        -- (a deadlock). Read from the snapshot, so it waits for nobody; a twin still in flight
+        -- holds the balance row, and this statement queues behind it instead.
+        AND NOT EXISTS (SELECT 1 FROM executions b WHERE b.project_id = :projectId AND b.idempotency_key = :idempotencyKey)
       RETURNING id
    ), e AS (
      INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
