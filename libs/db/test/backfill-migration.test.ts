@@ -1,24 +1,13 @@
-import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { createDb, recordUpload, submitExecution, publishPrices } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { recordUpload, submitExecution, publishPrices } from '@tes/db';
+import { seedProject, useTestDatabase } from '@tes/testing';
 import * as backfill from '../src/migrations/20261123000012_backfill_execution_files';
 
 /**
  * Migration 20261123000012: executions open before execution_files existed get their rows, from
  * any file id in their arguments (nested too), so the janitor keeps those uploads until they end.
  */
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 2 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db } = useTestDatabase({ poolMax: 2 });
 
 it('links the uploads named anywhere in open executions’ arguments, and nothing else', async () => {
   const p = await seedProject(db, { creditMicros: 10_000 });

@@ -1,9 +1,7 @@
-import type { Knex } from 'knex';
 import { newId } from '@tes/core';
 import {
   claimDueDeliveries,
   claimExecution,
-  createDb,
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   EXECUTION_CHANGES_CHANNEL,
@@ -20,21 +18,18 @@ import {
   startStep,
   submitExecution,
 } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { seedProject, useTestDatabase } from '@tes/testing';
 
 /**
  * Migration 20261123000013: an execution's version grows with every change its public object
  * shows and with nothing else, a notification follows each committed change, and every terminal
  * (or needs_review) state has its webhook deliveries from the statement that wrote it.
  */
-let database: TestDatabase;
-let db: Knex;
+const { db, database } = useTestDatabase({ poolMax: 4 });
 let listener: NotificationListener;
 const notified: string[] = [];
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 4 });
   let ready!: () => void;
   const listening = new Promise<void>((r) => (ready = r));
   listener = new NotificationListener({
@@ -47,8 +42,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await listener?.stop();
-  await db?.destroy();
-  await database?.drop();
 });
 
 async function submitted(projectId: string, keyId: string, priceVersion: string): Promise<string> {

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
-import type { Knex } from 'knex';
-import { createDb, publishPrices } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { publishPrices } from '@tes/db';
+import { seedProject, useTestDatabase } from '@tes/testing';
 import { commands } from './ledger-model/commands';
 import { checkLiveness } from './ledger-model/liveness';
 import { INITIAL_CAPS, INITIAL_CREDIT, setClock, stats, type Model, type Real } from './ledger-model/model';
@@ -29,17 +28,7 @@ import { INITIAL_CAPS, INITIAL_CREDIT, setClock, stats, type Model, type Real } 
  * commands in commands.ts and the liveness check in liveness.ts.
  */
 
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 4 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db } = useTestDatabase({ poolMax: 4 });
 
 test('the ledger agrees with a model of balances, leases and uploads after every command, and every execution ends', async () => {
   const seed = Number(process.env.LEDGER_MODEL_SEED ?? Date.now() % 2 ** 31);

@@ -1,7 +1,6 @@
-import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { createDb, publishPrices, submitExecution } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { publishPrices, submitExecution } from '@tes/db';
+import { seedProject, useTestDatabase } from '@tes/testing';
 
 /**
  * A resend of a bound key while the worker settles that execution. The settle statement
@@ -10,17 +9,7 @@ import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing
  * for a transaction that updated the conflicting row): each waits for the other, and Postgres
  * kills one (40P01). The submit must not take the balance row for a key that is already bound.
  */
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 4 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db } = useTestDatabase({ poolMax: 4 });
 
 it('a resend during the settlement of its execution answers from the binding, no deadlock', async () => {
   const p = await seedProject(db, { creditMicros: 100_000 });

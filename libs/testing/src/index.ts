@@ -5,3 +5,4 @@ export * from './seed';
 export * from './openapi';
 export * from './processes';
 export * from './tcp-relay';
+export * from './use-database';

@@ -1,19 +1,8 @@
-import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { seedProject, useTestDatabase } from '@tes/testing';
 import { runCli } from '../src/cli';
 
-let tdb: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  tdb = await createTestDatabase();
-  db = createDb({ url: tdb.url, poolMax: 2 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await tdb?.drop();
-});
+const { db, database: tdb } = useTestDatabase({ poolMax: 2 });
 
 async function cli(...argv: string[]) {
   const out: string[] = [];

@@ -1,8 +1,7 @@
-import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { claimExecution, createDb, getExecutionWithSteps, publishPrices, settleExecution, submitExecution } from '@tes/db';
+import { claimExecution, getExecutionWithSteps, publishPrices, settleExecution, submitExecution } from '@tes/db';
 import { createNullLogger } from '@tes/observability';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { seedProject, useTestDatabase } from '@tes/testing';
 import { ChangeHub } from '../src/push/change-hub';
 
 /**
@@ -10,17 +9,7 @@ import { ChangeHub } from '../src/push/change-hub';
  * the hub's re-sync still brings every change: it reads the versions of what it watches and
  * reads in full only what changed.
  */
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 4 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db } = useTestDatabase({ poolMax: 4 });
 
 it('re-syncs by version when no notification comes, and reads only what changed', async () => {
   const p = await seedProject(db, { creditMicros: 100_000 });

@@ -1,6 +1,5 @@
-import type { Knex } from 'knex';
 import { createDb, revokeApiKey } from '@tes/db';
-import { addKey, createTestDatabase, seedProject, startTcpRelay, type TestDatabase } from '@tes/testing';
+import { addKey, seedProject, startTcpRelay, useTestDatabase } from '@tes/testing';
 import { KeyCache } from '../src/key-cache';
 
 /**
@@ -10,17 +9,7 @@ import { KeyCache } from '../src/key-cache';
  * would be admitted for AUTH_CACHE_TTL_MS. Real Postgres; the read's answer is held back by a
  * TCP relay that stops forwarding the server's bytes.
  */
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 2 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db, database } = useTestDatabase({ poolMax: 2 });
 
 it('a row read before a revocation is not cached when its answer arrives after the revocation was announced', async () => {
   const p = await seedProject(db);

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
-import { createTestDatabase, startTcpRelay, type TestDatabase } from '@tes/testing';
+import { startTcpRelay, useTestDatabase } from '@tes/testing';
 import { SharedWindowLimiter } from '../src/shared-window-limiter';
 
 /**
@@ -8,18 +8,7 @@ import { SharedWindowLimiter } from '../src/shared-window-limiter';
  * exact with one replica, few database writes for a busy key, windows that end, and the
  * in-memory stand-in when the database cannot answer.
  */
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 6 });
-});
-
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db, database } = useTestDatabase({ poolMax: 6 });
 
 let n = 0;
 const freshKey = () => `k${++n}-${Date.now()}`;

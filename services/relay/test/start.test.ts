@@ -1,12 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import type { Knex } from 'knex';
 import { Catalog } from '@tes/catalog';
 import { loadConfig } from '@tes/config';
-import { createDb } from '@tes/db';
 import { AmqpClient, deleteTopology, topologyNames } from '@tes/messaging';
 import { createLogger } from '@tes/observability';
-import { CaptureTransport, createTestDatabase, type TestDatabase } from '@tes/testing';
+import { CaptureTransport, useTestDatabase } from '@tes/testing';
 import { startRelay } from '../src/server';
 
 /**
@@ -16,17 +14,7 @@ import { startRelay } from '../src/server';
  * RabbitMQ, so the test sees the connection open and close.
  */
 const AMQP = new URL(process.env.TEST_AMQP_URL ?? 'amqp://guest:guest@127.0.0.1:5672');
-let database: TestDatabase;
-let db: Knex;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 1 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
+const { db, database } = useTestDatabase({ poolMax: 1 });
 
 /** A TCP proxy to the broker that counts the connections it carried and those still open. */
 async function countingProxy() {

@@ -1,12 +1,11 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { claimExecution, createDb, createWebhookEndpoint, listWebhookDeliveries, publishPrices, settleExecution, submitExecution } from '@tes/db';
+import { claimExecution, createWebhookEndpoint, listWebhookDeliveries, publishPrices, settleExecution, submitExecution } from '@tes/db';
 import { createMetrics, createNullLogger } from '@tes/observability';
 import { GuardedHttp } from '@tes/outbound';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { seedProject, useTestDatabase } from '@tes/testing';
 import { WebhookDeliverer } from '../src/webhooks';
 
 /**
@@ -14,22 +13,12 @@ import { WebhookDeliverer } from '../src/webhooks';
  * Webhooks says (checked here by code of its own, not the signer's), retried after failures
  * with the same id and body, and refused at connect time when private addresses are not allowed.
  */
-let database: TestDatabase;
-let db: Knex;
+const { db, database } = useTestDatabase({ poolMax: 4 });
 
 interface Received {
   headers: http.IncomingHttpHeaders;
   body: string;
 }
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 4 });
-});
-afterAll(async () => {
-  await db?.destroy();
-  await database?.drop();
-});
 
 /** A receiver that answers `statusFor(n)` to its n-th request (from 0). */
 async function receiver(statusFor: (n: number) => number): Promise<{ url: string; got: Received[]; close: () => Promise<void> }> {
