@@ -1,4 +1,4 @@
-import { afterAll, beforeAll } from '@jest/globals';
+import type { afterAll as AfterAll, beforeAll as BeforeAll } from '@jest/globals';
 import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
 import { createTestDatabase, type TestDatabase } from './database';
@@ -9,6 +9,10 @@ import { createTestDatabase, type TestDatabase } from './database';
  * Returns handles that forward to them once they exist: `db` is the pool (call it as knex),
  * `database.url` its address. Declare it before the file's own hooks.
  */
+// Jest's injected globals, not an import of @jest/globals: that module throws when loaded outside
+// Jest, and this file is part of @tes/testing, which the bench and npm start load too.
+const { afterAll, beforeAll } = globalThis as unknown as { afterAll: typeof AfterAll; beforeAll: typeof BeforeAll };
+
 export function useTestDatabase(options: { poolMax: number }): { db: Knex; database: TestDatabase } {
   let database: TestDatabase | undefined;
   let db: Knex | undefined;
