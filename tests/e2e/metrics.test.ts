@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { bearer, startStack, waitForExecution, type TestStack } from '../stack';
 
 /** Each service's /metrics exposes its series, and they move when work flows. */
@@ -91,5 +92,38 @@ it('the audit gauge turns 0 when an invariant breaks', async () => {
     expect(value(await scrape(stack.relay!.metricsPort), 'tes_ledger_audit_ok{service="relay"}')).toBe(0);
   } finally {
     await stack.db('projects').where({ id: p.projectId }).decrement('available_micros', 1);
+  }
+});
+
+it('a 429 is counted by its reason, and every reason is exported from the start', async () => {
+  const p = await stack.seed({ creditMicros: 100 });
+  const v = (await stack.http().get('/tools').set(bearer(p.secret))).body.data.priceVersion;
+  const before = await scrape(stack.gatewayMetricsPort);
+  expect(value(before, 'tes_http_rejections_total{reason="execution_disabled",service="gateway"}')).toBe(0);
+  const refused = await stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(p.secret), 'Idempotency-Key': 'metrics-broke-1' })
+    .send({ tool: 'test.sleep', arguments: { seconds: 0, steps: 2, costMicrosPerStep: 300 }, priceVersion: v, maximumChargeMicros: 600 });
+  expect([refused.status, refused.body.error?.message]).toEqual([429, 'insufficient_balance']);
+  const after = await scrape(stack.gatewayMetricsPort);
+  const was = value(before, 'tes_http_rejections_total{reason="insufficient_balance",service="gateway"}')!;
+  expect(value(after, 'tes_http_rejections_total{reason="insufficient_balance",service="gateway"}')).toBe(was + 1);
+  expect(value(after, 'tes_http_rejections_total{reason="monthly_cap_exceeded",service="gateway"}')).toBe(0);
+});
+
+it('every scrape passes promtool check metrics: default metrics unprefixed, only counters end in _total, the pool gauges there', async () => {
+  const ports = { gateway: stack.gatewayMetricsPort, worker: stack.worker!.metricsPort, relay: stack.relay!.metricsPort };
+  for (const [service, port] of Object.entries(ports)) {
+    const text = await scrape(port);
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    expect([service, lint.error, lint.status, `${lint.stdout}${lint.stderr}`.trim()]).toEqual([service, undefined, 0, '']);
+    expect(text).toMatch(/^nodejs_eventloop_lag_seconds\{/m);
+    expect(text).toMatch(/^process_cpu_seconds_total\{/m);
+    expect(text).not.toMatch(/^tes_(nodejs|process)_/m);
+    // each process's knex pool, collected as it is scraped: the pool's maximum is its DB_POOL_MAX (the relay's at most 4)
+    expect(value(text, `tes_db_pool_max_connections{service="${service}"}`)).toBe(service === 'relay' ? 4 : stack.config.dbPoolMax);
+    expect(value(text, `tes_db_pool_connections{state="in_use",service="${service}"}`)).toBeGreaterThanOrEqual(0);
+    expect(value(text, `tes_db_pool_pending_acquires{service="${service}"}`)).toBe(0);
   }
 });

@@ -27,6 +27,16 @@ export function createDb(options: DbOptions): Db {
   });
 }
 
+/**
+ * The pool's state for the metrics (collected on every scrape: `metrics.watchDbPool(() =>
+ * poolStats(db))`). A destroyed pool, or one not made yet, counts as empty.
+ */
+export function poolStats(db: Db): { inUse: number; idle: number; pending: number; max: number } {
+  const pool = (db.client as { pool?: { numUsed(): number; numFree(): number; numPendingAcquires(): number; max: number } }).pool;
+  if (!pool) return { inUse: 0, idle: 0, pending: 0, max: 0 };
+  return { inUse: pool.numUsed(), idle: pool.numFree(), pending: pool.numPendingAcquires(), max: pool.max };
+}
+
 const migrationSource: Knex.MigrationSource<string> = {
   getMigrations: async () => MIGRATIONS.map(([name]) => name),
   getMigrationName: (name) => name,

@@ -2,8 +2,35 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 /**
  * One registry per process (tests build their own). Names carry units; labels are bounded
- * sets (route templates, status codes, tool names, states), never ids.
+ * sets (route templates, status codes, tool names, states), never ids. Only counters end in
+ * `_total` (`promtool check metrics` is run on a real scrape of each service in
+ * tests/e2e/metrics.test.ts).
  */
+
+/** The refusals counted in tes_http_rejections_total: the 429s by reason and the 503s. */
+export const REJECTION_REASONS = ['rate_limit_exceeded', 'insufficient_balance', 'monthly_cap_exceeded', 'execution_disabled', 'service_unavailable'] as const;
+export type RejectionReason = (typeof REJECTION_REASONS)[number];
+
+/** What a provider HTTP call came to: an answer (by class) or none (network error, timeout, refused address). */
+export type ProviderCallOutcome = 'ok' | 'rejected' | 'throttled' | 'server_error' | 'no_answer';
+
+/** A connection pool's state when it is scraped (libs/db poolStats()). */
+export interface DbPoolStats {
+  inUse: number;
+  idle: number;
+  /** Queries waiting for a connection. */
+  pending: number;
+  max: number;
+}
+
+/**
+ * prom-client's default metrics without our prefix (`nodejs_*`, `process_*`, as stock Node.js
+ * dashboards expect), less its three gauges named `*_total` (a name only counters may have):
+ * `nodejs_active_{handles,requests,resources}_total` are `sum without (type)` of the
+ * `nodejs_active_*` gauges it exports beside them (prometheus/client_js#283).
+ */
+const MISNAMED_DEFAULT_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
 export interface Metrics {
   registry: Registry;
   httpDuration: Histogram<'method' | 'route' | 'status'>;
@@ -23,12 +50,42 @@ export interface Metrics {
   openStreams: Gauge;
   webhookAttempts: Counter<'outcome'>;
   webhookDeliveryLag: Histogram;
+  httpRejections: Counter<'reason'>;
+  providerRequests: Histogram<'provider' | 'operation' | 'outcome'>;
+  dbPoolConnections: Gauge<'state'>;
+  dbPoolPending: Gauge;
+  dbPoolMax: Gauge;
+  /** Reports a connection pool's state on every scrape (several pools are summed); returns the way to stop. */
+  watchDbPool(stats: () => DbPoolStats): () => void;
 }
 
 export function createMetrics(service: string, withDefaults = true): Metrics {
   const registry = new Registry();
   registry.setDefaultLabels({ service });
-  if (withDefaults) collectDefaultMetrics({ register: registry, prefix: 'tes_' });
+  if (withDefaults) {
+    collectDefaultMetrics({ register: registry });
+    for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(name);
+  }
+  const pools = new Set<() => DbPoolStats>();
+  const poolTotals = (): DbPoolStats => {
+    const sum: DbPoolStats = { inUse: 0, idle: 0, pending: 0, max: 0 };
+    for (const stats of pools) {
+      const s = stats();
+      sum.inUse += s.inUse;
+      sum.idle += s.idle;
+      sum.pending += s.pending;
+      sum.max += s.max;
+    }
+    return sum;
+  };
+  const httpRejections = new Counter({
+    name: 'tes_http_rejections_total',
+    help: 'Requests refused with 429 (rate_limit_exceeded, insufficient_balance, monthly_cap_exceeded) or 503 (execution_disabled: the kill switch; service_unavailable), by reason',
+    labelNames: ['reason'],
+    registers: [registry],
+  });
+  // every reason exported from the start at 0, so rate() and the alerts see a series before the first refusal
+  for (const reason of REJECTION_REASONS) httpRejections.inc({ reason }, 0);
   return {
     registry,
     httpDuration: new Histogram({
@@ -86,7 +143,7 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     }),
     queueDepth: new Gauge({
       name: 'tes_queue_depth',
-      help: 'Messages ready in a work queue (KEDA scales workers on the same number)',
+      help: 'Messages ready for delivery in a work queue (AMQP message count; KEDA scales workers on ready + unacknowledged, read from the management API)',
       labelNames: ['queue'],
       registers: [registry],
     }),
@@ -130,5 +187,45 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
       registers: [registry],
     }),
+    httpRejections,
+    providerRequests: new Histogram({
+      name: 'tes_provider_request_duration_seconds',
+      help: 'Provider HTTP calls (each attempt) by provider, operation (create, poll, cancel, download) and outcome (ok, rejected = 4xx, throttled = 429, server_error = 5xx, no_answer)',
+      labelNames: ['provider', 'operation', 'outcome'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers: [registry],
+    }),
+    // collected on scrape from the pools watched (the gateway, worker and relay each watch their knex pool)
+    dbPoolConnections: new Gauge({
+      name: 'tes_db_pool_connections',
+      help: 'Database pool connections by state: in_use (lent to a query or transaction) or idle',
+      labelNames: ['state'],
+      registers: [registry],
+      collect() {
+        const t = poolTotals();
+        this.set({ state: 'in_use' }, t.inUse);
+        this.set({ state: 'idle' }, t.idle);
+      },
+    }),
+    dbPoolPending: new Gauge({
+      name: 'tes_db_pool_pending_acquires',
+      help: 'Queries waiting for a database pool connection (all in use and the pool at its maximum)',
+      registers: [registry],
+      collect() {
+        this.set(poolTotals().pending);
+      },
+    }),
+    dbPoolMax: new Gauge({
+      name: 'tes_db_pool_max_connections',
+      help: 'The most connections the database pool may open (DB_POOL_MAX)',
+      registers: [registry],
+      collect() {
+        this.set(poolTotals().max);
+      },
+    }),
+    watchDbPool(stats) {
+      pools.add(stats);
+      return () => pools.delete(stats);
+    },
   };
 }

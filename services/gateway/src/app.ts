@@ -96,6 +96,7 @@ export function createApp(deps: GatewayDeps): express.Express {
     const details = appError.details;
     if (res.headersSent) return;
     if (appError.code === 'service_unavailable') res.set('Retry-After', '2');
+    if (http === 429 || http === 503) deps.metrics.httpRejections.inc({ reason: appError.code });
     res.status(http).json({ error: { status, message: appError.code, ...(details ? { details } : {}) } });
   });
 

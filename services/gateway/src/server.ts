@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb, KeyChangeListener, markOutboxPublished, pingDb } from '@tes/db';
+import { createDb, KeyChangeListener, markOutboxPublished, pingDb, poolStats } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
@@ -43,6 +43,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   const ipc = options.clusterWorker ? answerPrimary(metrics.registry, () => readiness) : undefined;
   if (ipc) started.add(ipc.name, () => ipc.stop());
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
+  metrics.watchDbPool(() => poolStats(db));
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
   started.add('storage', () => store.close());

@@ -1,6 +1,6 @@
 import { Catalog } from '@tes/catalog';
 import { providerAvailability, type Config } from '@tes/config';
-import { createDb, reportCapabilities, pingDb } from '@tes/db';
+import { createDb, reportCapabilities, pingDb, poolStats } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
@@ -30,6 +30,7 @@ export function startWorker(config: Config, logger: Logger, options: { drainMs?:
 async function buildWorker(config: Config, logger: Logger, options: { drainMs?: number }, started: StartedParts): Promise<RunningWorker> {
   const metrics = createMetrics('worker');
   const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker' });
+  metrics.watchDbPool(() => poolStats(db));
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
   started.add('storage', () => store.close());
@@ -60,6 +61,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
       baseUrls: config.providerBaseUrls,
       credentials: { replicate: config.providers.replicateApiToken, fal: config.providers.falKey, openai: config.providers.openaiApiKey },
       jobTimeoutMs: config.providerJobTimeoutMs,
+      metrics,
     },
   });
   started.add('media-sandbox', () => engine.sandbox.stop());

@@ -1,9 +1,12 @@
 import { StepError } from '@tes/core';
+import type { Metrics, ProviderCallOutcome } from '@tes/observability';
 import { BlockedAddressError, HttpStatusError, retryableCreate, retryableRead, retryWithin, withRetries, type GuardedHttp } from '@tes/outbound';
 import { OutcomeUnknown } from '../outcome-unknown';
 
-/** The output files a provider job produced, as URLs to fetch or bytes it returned inline. */
-export type ProviderOutput = { url: string } | { bytes: Buffer };
+export type ProviderName = 'replicate' | 'fal' | 'openai';
+
+/** The output files a provider job produced, as URLs to fetch (from that provider) or bytes it returned inline. */
+export type ProviderOutput = { url: string; provider?: ProviderName } | { bytes: Buffer };
 
 export type PollResult = { done: false } | { done: true; outputs: ProviderOutput[] } | { failed: string };
 
@@ -22,10 +25,41 @@ export interface ProviderSetup {
    * with provider_timeout; still unreadable after it, the execution goes to needs_review.
    */
   jobTimeoutMs: number;
+  /** tes_provider_request_duration_seconds; absent in tests that do not look at it. */
+  metrics?: Pick<Metrics, 'providerRequests'>;
 }
 
 export interface ProviderContext extends ProviderSetup {
   signal: AbortSignal;
+}
+
+/**
+ * Times one provider HTTP call (each attempt, inside the retries, so errors a retry hides are
+ * still counted) by provider, operation and outcome. A call cut short by our own signal
+ * (shutdown, the step's deadline, a lost lease) says nothing about the provider: not counted.
+ */
+export async function timed<T>(
+  ctx: ProviderContext,
+  provider: ProviderName | 'unknown',
+  operation: 'create' | 'poll' | 'cancel' | 'download',
+  call: () => Promise<T>,
+): Promise<T> {
+  const end = ctx.metrics?.providerRequests.startTimer({ provider, operation });
+  try {
+    const result = await call();
+    end?.({ outcome: 'ok' });
+    return result;
+  } catch (err) {
+    if (!ctx.signal.aborted) end?.({ outcome: callOutcome(err) });
+    throw err;
+  }
+}
+
+function callOutcome(err: unknown): ProviderCallOutcome {
+  if (err instanceof HttpStatusError) return err.status === 429 ? 'throttled' : err.status >= 500 ? 'server_error' : 'rejected';
+  // a 2xx whose body is not the JSON it should be: answered, but unusable
+  if (err instanceof SyntaxError) return 'server_error';
+  return 'no_answer';
 }
 
 /**
@@ -114,12 +148,16 @@ export interface FetchedOutput {
 /** Fetches an output file (through the address guard), capped in size. Fails with ReadFailed. */
 export async function fetchOutput(ctx: ProviderContext, output: ProviderOutput, maxBytes: number): Promise<FetchedOutput> {
   if ('bytes' in output) return { body: output.bytes, contentType: undefined };
-  return read(async () => {
-    const res = await ctx.http.request('GET', output.url, { signal: ctx.signal, maxBytes, timeoutMs: 120_000 });
-    if (res.status !== 200) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 200), undefined);
-    const ct = res.headers['content-type'];
-    return { body: res.body, contentType: typeof ct === 'string' ? ct : undefined };
-  }, ctx.signal);
+  return read(
+    () =>
+      timed(ctx, output.provider ?? 'unknown', 'download', async () => {
+        const res = await ctx.http.request('GET', output.url, { signal: ctx.signal, maxBytes, timeoutMs: 120_000 });
+        if (res.status !== 200) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 200), undefined);
+        const ct = res.headers['content-type'];
+        return { body: res.body, contentType: typeof ct === 'string' ? ct : undefined };
+      }),
+    ctx.signal,
+  );
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { PollResult, ProviderContext } from './common';
-import { createJob, read, ReadFailed, requireCredential } from './common';
+import { createJob, read, ReadFailed, requireCredential, timed } from './common';
 import { HttpStatusError, retryAfterMs } from '@tes/outbound';
 
 /**
@@ -26,7 +26,10 @@ function appOf(modelId: string): string {
 
 export async function falCreate(ctx: ProviderContext, modelId: string, input: Record<string, unknown>): Promise<string> {
   const r = await createJob(
-    () => ctx.http.json<Enqueued>('POST', `${ctx.baseUrls.fal}/${modelId}`, { json: input, headers: auth(ctx, 'create'), signal: ctx.signal }),
+    () =>
+      timed(ctx, 'fal', 'create', () =>
+        ctx.http.json<Enqueued>('POST', `${ctx.baseUrls.fal}/${modelId}`, { json: input, headers: auth(ctx, 'create'), signal: ctx.signal }),
+      ),
     ctx.signal,
   );
   if (typeof r.request_id !== 'string' || r.request_id.length === 0) throw new Error('fal answered without a request id');
@@ -53,22 +56,29 @@ export async function falPoll(
   outputsOf: (result: Record<string, unknown>) => string[],
 ): Promise<PollResult> {
   const base = `${ctx.baseUrls.fal}/${appOf(modelId)}/requests/${encodeURIComponent(requestId)}`;
-  const s = await read(() => ctx.http.json<Status | null>('GET', `${base}/status`, { headers: auth(ctx, 'read'), signal: ctx.signal }), ctx.signal);
+  const s = await read(
+    () => timed(ctx, 'fal', 'poll', () => ctx.http.json<Status | null>('GET', `${base}/status`, { headers: auth(ctx, 'read'), signal: ctx.signal })),
+    ctx.signal,
+  );
   if (s?.status === 'IN_QUEUE' || s?.status === 'IN_PROGRESS') return { done: false };
   if (s?.status !== 'COMPLETED') throw new ReadFailed(`fal answered an unknown status ${JSON.stringify(String(s?.status)).slice(0, 60)}`);
-  const result = await read<{ output: Record<string, unknown> | null } | { failed: string }>(async () => {
-    const res = await ctx.http.request('GET', base, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
-    const text = res.body.toString('utf8');
-    if (res.status >= 200 && res.status < 300) return { output: JSON.parse(text) as Record<string, unknown> | null };
-    if (typeof res.headers['x-fal-request-id'] === 'string' && !NOT_ABOUT_THE_REQUEST.has(res.status)) {
-      return { failed: `fal request failed (HTTP ${res.status}): ${errorDetail(text)}` };
-    }
-    throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
-  }, ctx.signal);
+  const result = await read<{ output: Record<string, unknown> | null } | { failed: string }>(
+    () =>
+      timed(ctx, 'fal', 'poll', async () => {
+        const res = await ctx.http.request('GET', base, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
+        const text = res.body.toString('utf8');
+        if (res.status >= 200 && res.status < 300) return { output: JSON.parse(text) as Record<string, unknown> | null };
+        if (typeof res.headers['x-fal-request-id'] === 'string' && !NOT_ABOUT_THE_REQUEST.has(res.status)) {
+          return { failed: `fal request failed (HTTP ${res.status}): ${errorDetail(text)}` };
+        }
+        throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
+      }),
+    ctx.signal,
+  );
   if ('failed' in result) return result;
   const urls = outputsOf(result.output ?? {});
   if (urls.length === 0) return { failed: 'fal completed without output files' };
-  return { done: true, outputs: urls.map((url) => ({ url })) };
+  return { done: true, outputs: urls.map((url) => ({ url, provider: 'fal' as const })) };
 }
 
 /**
@@ -78,20 +88,24 @@ export async function falPoll(
  */
 export async function falCancel(ctx: ProviderContext, modelId: string, requestId: string): Promise<'cancelled' | 'finished'> {
   const url = `${ctx.baseUrls.fal}/${appOf(modelId)}/requests/${encodeURIComponent(requestId)}/cancel`;
-  return read(async () => {
-    const res = await ctx.http.request('PUT', url, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
-    const text = res.body.toString('utf8');
-    const status = (() => {
-      try {
-        return (JSON.parse(text) as { status?: unknown } | null)?.status;
-      } catch {
-        return undefined;
-      }
-    })();
-    if (res.status >= 200 && res.status < 300 && status === 'CANCELLATION_REQUESTED') return 'cancelled' as const;
-    if (res.status === 400 && status === 'ALREADY_COMPLETED') return 'finished' as const;
-    throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
-  }, ctx.signal);
+  return read(
+    () =>
+      timed(ctx, 'fal', 'cancel', async () => {
+        const res = await ctx.http.request('PUT', url, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
+        const text = res.body.toString('utf8');
+        const status = (() => {
+          try {
+            return (JSON.parse(text) as { status?: unknown } | null)?.status;
+          } catch {
+            return undefined;
+          }
+        })();
+        if (res.status >= 200 && res.status < 300 && status === 'CANCELLATION_REQUESTED') return 'cancelled' as const;
+        if (res.status === 400 && status === 'ALREADY_COMPLETED') return 'finished' as const;
+        throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
+      }),
+    ctx.signal,
+  );
 }
 
 function errorDetail(body: string): string {

@@ -1,6 +1,6 @@
 import { StepError } from '@tes/core';
 import type { ProviderContext, ProviderOutput } from './common';
-import { createJob, requireCredential } from './common';
+import { createJob, requireCredential, timed } from './common';
 import { HttpStatusError } from '@tes/outbound';
 
 /**
@@ -19,12 +19,14 @@ export async function openaiGenerateImages(
   const key = requireCredential(ctx.credentials.openai, 'OPENAI_API_KEY');
   const res = await createJob(
     () =>
-      ctx.http.json<ImagesResponse>('POST', `${ctx.baseUrls.openai}/images/generations`, {
-        json: body,
-        headers: { Authorization: `Bearer ${key}` },
-        signal: ctx.signal,
-        timeoutMs: 300_000,
-      }),
+      timed(ctx, 'openai', 'create', () =>
+        ctx.http.json<ImagesResponse>('POST', `${ctx.baseUrls.openai}/images/generations`, {
+          json: body,
+          headers: { Authorization: `Bearer ${key}` },
+          signal: ctx.signal,
+          timeoutMs: 300_000,
+        }),
+      ),
     ctx.signal,
   );
   const images = (res.data ?? []).map((d) => d.b64_json).filter((b): b is string => typeof b === 'string' && b.length > 0);
@@ -42,15 +44,19 @@ export async function openaiSpeech(
   maxBytes: number,
 ): Promise<Buffer> {
   const key = requireCredential(ctx.credentials.openai, 'OPENAI_API_KEY');
-  return createJob(async () => {
-    const res = await ctx.http.request('POST', `${ctx.baseUrls.openai}/audio/speech`, {
-      body: JSON.stringify(body),
-      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
-      signal: ctx.signal,
-      timeoutMs: 180_000,
-      maxBytes,
-    });
-    if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 300), undefined);
-    return res.body;
-  }, ctx.signal);
+  return createJob(
+    () =>
+      timed(ctx, 'openai', 'create', async () => {
+        const res = await ctx.http.request('POST', `${ctx.baseUrls.openai}/audio/speech`, {
+          body: JSON.stringify(body),
+          headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+          signal: ctx.signal,
+          timeoutMs: 180_000,
+          maxBytes,
+        });
+        if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 300), undefined);
+        return res.body;
+      }),
+    ctx.signal,
+  );
 }

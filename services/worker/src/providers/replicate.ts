@@ -1,5 +1,5 @@
 import type { PollResult, ProviderContext } from './common';
-import { createJob, read, ReadFailed, requireCredential } from './common';
+import { createJob, read, ReadFailed, requireCredential, timed } from './common';
 
 /**
  * Replicate predictions API: POST /models/{owner}/{name}/predictions creates a prediction
@@ -21,11 +21,13 @@ function auth(ctx: ProviderContext, use: 'create' | 'read') {
 export async function replicateCreate(ctx: ProviderContext, model: string, input: Record<string, unknown>): Promise<string> {
   const p = await createJob(
     () =>
-      ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, {
-        json: { input },
-        headers: auth(ctx, 'create'),
-        signal: ctx.signal,
-      }),
+      timed(ctx, 'replicate', 'create', () =>
+        ctx.http.json<Prediction>('POST', `${ctx.baseUrls.replicate}/models/${model}/predictions`, {
+          json: { input },
+          headers: auth(ctx, 'create'),
+          signal: ctx.signal,
+        }),
+      ),
     ctx.signal,
   );
   if (typeof p.id !== 'string' || p.id.length === 0) throw new Error('Replicate answered without a prediction id');
@@ -35,10 +37,12 @@ export async function replicateCreate(ctx: ProviderContext, model: string, input
 export async function replicatePoll(ctx: ProviderContext, id: string): Promise<PollResult> {
   const p = await read(
     () =>
-      ctx.http.json<Prediction | null>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, {
-        headers: auth(ctx, 'read'),
-        signal: ctx.signal,
-      }),
+      timed(ctx, 'replicate', 'poll', () =>
+        ctx.http.json<Prediction | null>('GET', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}`, {
+          headers: auth(ctx, 'read'),
+          signal: ctx.signal,
+        }),
+      ),
     ctx.signal,
   );
   switch (p?.status) {
@@ -48,7 +52,7 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
     case 'succeeded': {
       const urls = (Array.isArray(p.output) ? p.output : [p.output]).filter((u): u is string => typeof u === 'string');
       if (urls.length === 0) return { failed: 'Replicate reported success without output files' };
-      return { done: true, outputs: urls.map((url) => ({ url })) };
+      return { done: true, outputs: urls.map((url) => ({ url, provider: 'replicate' as const })) };
     }
     case 'failed':
     case 'canceled':
@@ -70,10 +74,12 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
 export async function replicateCancel(ctx: ProviderContext, id: string): Promise<'cancelled' | 'finished'> {
   const p = await read(
     () =>
-      ctx.http.json<Prediction | null>('POST', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}/cancel`, {
-        headers: auth(ctx, 'read'),
-        signal: ctx.signal,
-      }),
+      timed(ctx, 'replicate', 'cancel', () =>
+        ctx.http.json<Prediction | null>('POST', `${ctx.baseUrls.replicate}/predictions/${encodeURIComponent(id)}/cancel`, {
+          headers: auth(ctx, 'read'),
+          signal: ctx.signal,
+        }),
+      ),
     ctx.signal,
   );
   switch (p?.status) {
