@@ -1,0 +1,134 @@
+"""The pure parts, without the stack: the SSE parser, Retry-After, error mapping, MIME types, keys."""
+
+from __future__ import annotations
+
+import unittest
+
+from tes_client import (
+    ExecutionDisabledError,
+    FailedPreconditionError,
+    InsufficientBalanceError,
+    InvalidRequestError,
+    NotFoundError,
+    RateLimitedError,
+    ServiceUnavailableError,
+    SseParser,
+    TesApiError,
+    TesClient,
+    detect_mime_type,
+    error_from_response,
+    is_valid_idempotency_key,
+    new_idempotency_key,
+    parse_retry_after,
+)
+
+STREAM = (
+    "\ufeffretry: 1000\n\n"
+    ": keep-alive\r\n\r\n"
+    "event: execution\nid: 7\ndata: {\"id\":\"exe_1\",\n"
+    "data:  \"status\":\"running\"}\n\n"
+    "event: execution\r\nid: 8\r\ndata: {\"note\":\"é ✓\"}\r\n\r\n"
+    "id\ndata\n\n"
+    "event: execution\rid: 9\0x\rdata: cut off"
+)
+
+
+class SseParserTest(unittest.TestCase):
+    def expected(self, parser: SseParser, events: list) -> None:
+        self.assertEqual(
+            [(e.type, e.data, e.last_event_id) for e in events],
+            [
+                ("execution", '{"id":"exe_1",\n "status":"running"}', "7"),
+                ("execution", '{"note":"é ✓"}', "8"),
+                ("message", "", ""),
+            ],
+        )
+        self.assertEqual(parser.retry_ms, 1000)
+        self.assertEqual(parser.comments, 1)
+
+    def test_whole(self) -> None:
+        parser = SseParser()
+        self.expected(parser, parser.push(STREAM.encode("utf-8")))
+
+    def test_cut_at_every_byte(self) -> None:
+        data = STREAM.encode("utf-8")
+        for cut in range(1, len(data)):
+            parser = SseParser()
+            events = parser.push(data[:cut]) + parser.push(data[cut:])
+            self.expected(parser, events)
+
+    def test_one_byte_at_a_time(self) -> None:
+        parser = SseParser()
+        events = []
+        for b in STREAM.encode("utf-8"):
+            events += parser.push(bytes([b]))
+        self.expected(parser, events)
+
+
+class ErrorMappingTest(unittest.TestCase):
+    def err(self, status: int, error_status: str, code: str, headers: dict = {}) -> TesApiError:
+        body = {"error": {"status": error_status, "message": code, "details": {"retryable": False}}}
+        return error_from_response(status, body, {"x-request-id": "req_1", **headers})
+
+    def test_classes_by_code_then_status(self) -> None:
+        self.assertIsInstance(self.err(429, "RESOURCE_EXHAUSTED", "insufficient_balance"), InsufficientBalanceError)
+        limited = self.err(429, "RESOURCE_EXHAUSTED", "rate_limit_exceeded", {"retry-after": "7"})
+        self.assertIsInstance(limited, RateLimitedError)
+        assert isinstance(limited, RateLimitedError)
+        self.assertEqual((limited.retry_after_seconds, limited.reset_seconds), (7, 7))
+        self.assertIsInstance(self.err(400, "FAILED_PRECONDITION", "execution_not_cancellable"), FailedPreconditionError)
+        self.assertIsInstance(self.err(400, "INVALID_ARGUMENT", "invalid_arguments"), InvalidRequestError)
+        self.assertIsInstance(self.err(405, "UNIMPLEMENTED", "method_not_allowed"), NotFoundError)
+        disabled = self.err(503, "UNAVAILABLE", "execution_disabled")
+        self.assertIsInstance(disabled, ExecutionDisabledError)
+        self.assertFalse(disabled.retryable)
+        self.assertTrue(self.err(503, "UNAVAILABLE", "service_unavailable").retryable)
+        html = error_from_response(502, None, {})
+        self.assertIsInstance(html, ServiceUnavailableError)
+        self.assertEqual((html.code, html.error_status, html.request_id), ("http_502", "", None))
+        e = self.err(429, "RESOURCE_EXHAUSTED", "monthly_cap_exceeded")
+        self.assertEqual(str(e), "monthly_cap_exceeded (HTTP 429, request req_1)")
+        self.assertEqual(e.details, {"retryable": False})
+
+    def test_retry_after(self) -> None:
+        self.assertEqual(parse_retry_after("5"), 5)
+        self.assertIsNone(parse_retry_after(None))
+        self.assertIsNone(parse_retry_after("soon"))
+        self.assertEqual(parse_retry_after("Wed, 21 Oct 2026 07:28:10 GMT", now=1792567680.0), 10)
+        self.assertEqual(parse_retry_after("Wed, 21 Oct 2026 07:28:00 GMT", now=1792567690.0), 0)
+
+
+class SmallPartsTest(unittest.TestCase):
+    def test_mime_types(self) -> None:
+        self.assertEqual(detect_mime_type(b"\x89PNG\r\n\x1a\n...."), "image/png")
+        self.assertEqual(detect_mime_type(b"\xff\xd8\xff\xe0"), "image/jpeg")
+        self.assertEqual(detect_mime_type(b"RIFF\0\0\0\0WAVEfmt "), "audio/wav")
+        self.assertEqual(detect_mime_type(b"\0\0\0\x18ftypmp42"), "video/mp4")
+        self.assertEqual(detect_mime_type(b"ID3\x04"), "audio/mpeg")
+        self.assertEqual(detect_mime_type(b"????", "a.MP3"), "audio/mpeg")
+        self.assertIsNone(detect_mime_type(b"hello"))
+
+    def test_idempotency_keys(self) -> None:
+        key = new_idempotency_key()
+        self.assertTrue(key.startswith("tes-") and is_valid_idempotency_key(key))
+        self.assertNotEqual(key, new_idempotency_key())
+        self.assertFalse(is_valid_idempotency_key("short"))
+        self.assertFalse(is_valid_idempotency_key("has space in it"))
+        self.assertFalse(is_valid_idempotency_key("ends-with-newline\n"))
+        with self.assertRaises(ValueError):
+            new_idempotency_key("bad prefix")
+
+    def test_client_options(self) -> None:
+        with self.assertRaises(ValueError):
+            TesClient("")
+        with self.assertRaises(ValueError):
+            TesClient("tes_x", "http://user:pw@example.com")
+        with self.assertRaises(ValueError):
+            TesClient("tes_x", "ftp://example.com")
+        c = TesClient("tes_secret_value", "https://api.example.com/")
+        self.assertEqual(c.base_url, "https://api.example.com")
+        self.assertNotIn("tes_secret_value", repr(c) + repr(c.__dict__))
+
+
+if __name__ == "__main__":
+    unittest.main()
