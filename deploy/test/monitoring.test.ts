@@ -24,7 +24,7 @@ beforeAll(() => {
   rules = doc.spec.groups.flatMap((g: Json) => g.rules);
 });
 
-test('the metric catalog read from libs/observability holds the metrics this deployment relies on', () => {
+test('the metric catalog read from the registry libs/observability builds holds the metrics this deployment relies on', () => {
   const wanted = [
     'tes_http_request_duration_seconds',
     'tes_executions_total',
@@ -40,8 +40,18 @@ test('the metric catalog read from libs/observability holds the metrics this dep
     'tes_ledger_audit_ok',
     'tes_settled_micros_total',
     'tes_execution_failures_total',
+    'tes_http_rejections_total',
+    'tes_provider_request_duration_seconds',
+    'tes_db_pool_connections',
+    'tes_db_pool_pending_acquires',
+    'tes_db_pool_max_connections',
+    'nodejs_eventloop_lag_seconds',
+    'process_cpu_seconds_total',
   ];
   expect(wanted.filter((m) => !catalog.has(m))).toEqual([]);
+  // only counters end in _total (promtool check metrics); default metrics carry no tes_ prefix
+  expect([...catalog].filter(([name, m]) => name.endsWith('_total') && m.type !== 'counter').map(([name]) => name)).toEqual([]);
+  expect([...catalog.keys()].filter((name) => /^tes_(nodejs|process)_/.test(name))).toEqual([]);
   expect(catalog.get('tes_execution_failures_total')?.labels).toEqual(new Set(['tool', 'error_code']));
 });
 
@@ -142,12 +152,13 @@ describe('PrometheusRule alerts', () => {
     expect(problems).toEqual([]);
   });
 
-  test('alerts on outbox lag, queue depth growth, needs_review > 0, audit failure and the error ratio', () => {
+  test('alerts on outbox lag, queue depth growth, needs_review > 0, audit failure, the error ratio and the kill switch', () => {
     const has = (re: RegExp) => rules.some((r) => re.test(r.expr.replace(/\s+/g, ' ')));
-    expect(has(/max\(tes_outbox_lag_seconds\) > \d+/)).toBe(true);
+    expect(has(/max by \(namespace\) \(tes_outbox_lag_seconds\) > \d+/)).toBe(true);
     expect(has(/(delta|deriv|predict_linear)\(tes_queue_depth\[/)).toBe(true);
     expect(has(/tes_needs_review_executions\) > 0/)).toBe(true);
-    expect(has(/min\(tes_ledger_audit_ok\) == 0/)).toBe(true);
+    expect(has(/min by \(namespace\) \(tes_ledger_audit_ok\) == 0/)).toBe(true);
     expect(has(/status=~"5\.\."/)).toBe(true);
+    expect(has(/tes_http_rejections_total\{reason="execution_disabled"\}/)).toBe(true);
   });
 });

@@ -1,9 +1,7 @@
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import { REPO } from './kustomize';
+import { createMetrics } from '@tes/observability';
 
 /**
- * The metrics our processes export, read from libs/observability/src/metrics.ts, and a PromQL
+ * The metrics our processes export, read from the registry libs/observability builds, and a PromQL
  * reader that finds every metric, label and function an expression names, so dashboards and
  * alerts cannot refer to a metric or label that does not exist (a typo there is a silent,
  * empty panel or an alert that never fires).
@@ -18,20 +16,19 @@ export interface MetricInfo {
 const INFRA_LABELS = new Set(['service', 'job', 'instance', 'namespace', 'pod', 'container', 'endpoint']);
 
 export function metricCatalog(): Map<string, MetricInfo> {
-  const src = readFileSync(path.join(REPO, 'libs/observability/src/metrics.ts'), 'utf8');
+  // the registry a process builds, default metrics included: what a scrape shows, by type and labels
   const out = new Map<string, MetricInfo>();
-  for (const m of src.matchAll(/new (Counter|Gauge|Histogram)\(\{([\s\S]*?)\}\)/g)) {
-    const name = /name:\s*'([a-z_:][a-z0-9_:]*)'/.exec(m[2]!)?.[1];
-    if (!name) continue;
-    const labels = [...(/labelNames:\s*\[([^\]]*)\]/.exec(m[2]!)?.[1] ?? '').matchAll(/'([a-z_]+)'/g)].map((x) => x[1]!);
-    const type = m[1]!.toLowerCase() as MetricInfo['type'];
-    out.set(name, { type, labels: new Set(labels) });
+  for (const m of createMetrics('catalog').registry.getMetricsAsArray()) {
+    const metric = m as unknown as { name: string; type: string; labelNames?: string[] };
+    if (metric.type !== 'counter' && metric.type !== 'gauge' && metric.type !== 'histogram') continue;
+    out.set(metric.name, { type: metric.type, labels: new Set(metric.labelNames ?? []) });
   }
   return out;
 }
 
 const FUNCTIONS = new Set([
   'sum',
+  'group',
   'min',
   'max',
   'avg',
