@@ -86,7 +86,7 @@ test("every alert's runbook_url is a section of deploy/README.md's runbook that 
       continue;
     }
     const section = runbook.slice(at + 1).split(/\n##+ /)[0]!;
-    if (!/\*\*Look at\*\*/.test(section) || !/\*\*Do\*\*/.test(section)) problems.push(`${r.alert}: its section needs **Look at** and **Do**`);
+    if (!section.includes('**Look at**') || !section.includes('**Do**')) problems.push(`${r.alert}: its section needs **Look at** and **Do**`);
   }
   expect(problems).toEqual([]);
 });
