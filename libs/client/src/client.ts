@@ -8,6 +8,7 @@ import { ExecutionEvents, type EventsOptions } from './events';
 import { runTool, type PollResult, type RunOptions, type RunResult } from './run';
 import type {
   Catalog,
+  CheckedToolName,
   Download,
   Execution,
   ExecutionList,
@@ -80,8 +81,11 @@ export class TesClient {
     return (await this.http.request<Envelope<Catalog>>('GET', '/tools', { signal })).body.data;
   }
 
-  /** POST /tools/quote: free; the maximum that a submit would reserve. */
-  async quote(tool: string, args: ToolArguments, signal?: AbortSignal): Promise<Quote> {
+  /**
+   * POST /tools/quote: free; the maximum that a submit would reserve. `tool` and `args` are
+   * checked at compile time for the tools in tool-types.ts (see CheckedToolName).
+   */
+  async quote<T extends string>(tool: CheckedToolName<T>, args: ToolArguments<T>, signal?: AbortSignal): Promise<Quote> {
     return (await this.http.request<Envelope<Quote>>('POST', '/tools/quote', { body: { tool, arguments: args }, signal })).body.data;
   }
 
@@ -107,7 +111,7 @@ export class TesClient {
    * with the same key and body (the gateway replays the original execution); the money
    * 429s are thrown at once.
    */
-  async submit(tool: string, args: ToolArguments, options: SubmitOptions): Promise<SubmitResult> {
+  async submit<T extends string>(tool: CheckedToolName<T>, args: ToolArguments<T>, options: SubmitOptions): Promise<SubmitResult> {
     if (!isValidIdempotencyKey(options.idempotencyKey)) {
       throw new TypeError('idempotencyKey must be 8-128 of letters, digits, ".", "_", ":" or "-"');
     }
@@ -228,8 +232,13 @@ export class TesClient {
    * connection), follow the execution until it ends (the event stream, else `Prefer: wait`,
    * else polling: RunOptions.strategy), and return it with download helpers.
    * Rejects with ExecutionUnsuccessfulError when it ends failed, cancelled or needs_review.
+   *
+   * ```ts
+   * await tes.run('image.render', { text: 'Hello', width: 800 }); // arguments typed from the catalog
+   * await tes.run(toolFromConfig as string, args); // a tool these types do not know: untyped
+   * ```
    */
-  run(tool: string, args: ToolArguments, options: RunOptions = {}): Promise<RunResult> {
+  run<T extends string>(tool: CheckedToolName<T>, args: ToolArguments<T>, options: RunOptions = {}): Promise<RunResult> {
     return runTool(this, tool, args, options);
   }
 }

@@ -1,4 +1,5 @@
 import type { components, operations } from './schema';
+import type { ToolArgumentsByName, ToolName } from './tool-types';
 
 /**
  * Names for the generated OpenAPI types (schema.ts is written by `npm run generate:client`
@@ -22,8 +23,19 @@ export type Project = Schemas['Project'];
 export type Usage = Schemas['Usage'];
 export type ExecutionQuery = NonNullable<operations['listExecutions']['parameters']['query']>;
 
-/** Tool arguments: any JSON object valid against the tool's inputSchema. */
-export type ToolArguments = Record<string, unknown>;
+/**
+ * The arguments of tool `T`: for a tool these types know (tool-types.ts, generated from the
+ * catalog), its generated type; for any other name (a plain `string`: a tool of a newer server),
+ * any JSON object, which the server checks against the tool's inputSchema.
+ */
+export type ToolArguments<T extends string = string> = T extends ToolName ? ToolArgumentsByName[T] : Record<string, unknown>;
+
+/**
+ * The tool names `quote`, `submit` and `run` take: a name these types know, or a value of type
+ * `string` (a tool newer than these types, called untyped: `tes.run(name as string, args)`).
+ * Any other string literal is refused, so `tes.run('image.rendr', …)` does not compile.
+ */
+export type CheckedToolName<T extends string> = string extends T ? T : T extends ToolName ? T : ToolName;
 
 export interface SubmitOptions {
   priceVersion: string;

@@ -15,6 +15,14 @@ export interface Sent {
 export type Handler = (req: Sent, signal: AbortSignal) => Response | Promise<Response>;
 
 const BASE_URL = 'http://tes.test';
+
+/**
+ * A tool name typed as a plain `string`: the SDK's untyped call (a tool newer than
+ * tool-types.ts), for tests that send arguments only the server refuses.
+ */
+export function untyped(name: string): string {
+  return name;
+}
 export const ID = 'exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K';
 
 export function execution(status: Execution['status'], completedSteps = 0, totalSteps = 2): Execution {

@@ -1,5 +1,5 @@
 import { NotFoundError, StreamUnavailableError, TesAbortError, type Execution, type RunOptions } from '../src';
-import { ID, apiError, event, execution, fakeApi, json, runRoutes, sse, type Handler, type Sent } from './fake-api';
+import { ID, apiError, event, execution, fakeApi, json, runRoutes, sse, untyped, type Handler, type Sent } from './fake-api';
 
 /**
  * How run() follows an execution (strategy 'auto' | 'stream' | 'wait' | 'poll') and how 'auto'
@@ -148,7 +148,7 @@ describe('run(): the other strategies', () => {
 
   it('an unknown strategy is refused before anything is sent', async () => {
     const api = fakeApi(() => apiError(500, 'INTERNAL', 'internal_error'));
-    await expect(api.client.run('test.sleep', {}, { strategy: 'sse' as RunOptions['strategy'] })).rejects.toThrow(
+    await expect(api.client.run(untyped('test.sleep'), {}, { strategy: 'sse' as RunOptions['strategy'] })).rejects.toThrow(
       /strategy must be one of auto, stream, wait, poll/,
     );
     expect(api.sent).toEqual([]);

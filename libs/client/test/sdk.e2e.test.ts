@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { loadOpenApi, OpenApiValidator } from '@tes/testing';
 import { startGateway, type RunningGateway } from '../../../services/gateway/src/server';
 import { projectBalance, useStack } from '../../../tests/stack';
+import { untyped } from './fake-api';
 import {
   InsufficientBalanceError,
   InvalidRequestError,
@@ -16,6 +17,7 @@ import {
   type Execution,
   type FetchLike,
   type TesClientOptions,
+  type ToolArguments,
 } from '../src';
 
 /**
@@ -213,7 +215,7 @@ describe('run', () => {
 });
 
 describe('results without polling', () => {
-  const render = { text: 'stream', width: 320, height: 240, format: 'png' };
+  const render: ToolArguments<'image.render'> = { text: 'stream', width: 320, height: 240, format: 'png' };
   const toolPaths = (sent: Sent[]) =>
     sent
       .filter((s) => s.path.startsWith('/tools/') && s.path !== '/tools/quote')
@@ -357,8 +359,9 @@ describe('reads and typed errors', () => {
     const p = await stack.seed({ creditMicros: 1_000 });
     const { fetch: f, sent } = recordingFetch();
     const c = client(p.secret, f);
-    await expect(c.quote('no.such.tool', {})).rejects.toMatchObject({ constructor: NotFoundError, code: 'tool_not_found', status: 404 });
-    const bad = await c.quote('test.sleep', { steps: 99 }).catch((e: unknown) => e);
+    await expect(c.quote(untyped('no.such.tool'), {})).rejects.toMatchObject({ constructor: NotFoundError, code: 'tool_not_found', status: 404 });
+    // `as string`: the untyped call, so the server's check is what refuses these arguments
+    const bad = await c.quote(untyped('test.sleep'), { steps: 99 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(InvalidRequestError);
     expect((bad as InvalidRequestError).details?.errors).toEqual(expect.arrayContaining([expect.objectContaining({ instancePath: '/steps' })]));
     await expect(c.execution('exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K')).rejects.toMatchObject({ code: 'execution_not_found' });

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InsufficientBalanceError, MonthlyCapExceededError, RateLimitedError, ServiceUnavailableError, TesClient, TesNetworkError } from '../src';
+import { untyped } from './fake-api';
 
 /**
  * The retry policy at the HTTP level, against a scripted HTTP server: the answers the real
@@ -75,7 +76,7 @@ describe('resends', () => {
       error(502, 'UNAVAILABLE', 'service_unavailable'),
       json(202, { data: EXECUTION }, { 'Retry-After': '5' }),
     ];
-    const result = await client().submit('test.sleep', { steps: 2 }, submitOptions);
+    const result = await client().submit(untyped('test.sleep'), { steps: 2 }, submitOptions);
     expect(result).toEqual({ execution: EXECUTION, replayed: false, retryAfterSeconds: 5, preferenceApplied: false });
     expect(received).toHaveLength(4);
     expect(new Set(received.map((r) => r.idempotencyKey))).toEqual(new Set(['transport-0001']));
@@ -101,7 +102,7 @@ describe('resends', () => {
 
   it('execution_disabled is not resent', async () => {
     script = [error(503, 'UNAVAILABLE', 'execution_disabled')];
-    await expect(client().submit('test.sleep', {}, submitOptions)).rejects.toMatchObject({ code: 'execution_disabled' });
+    await expect(client().submit(untyped('test.sleep'), {}, submitOptions)).rejects.toMatchObject({ code: 'execution_disabled' });
     expect(received).toHaveLength(1);
   });
 });
@@ -109,9 +110,9 @@ describe('resends', () => {
 describe('429', () => {
   it('the money 429s are thrown after one send', async () => {
     script = [error(429, 'RESOURCE_EXHAUSTED', 'insufficient_balance')];
-    await expect(client().submit('test.sleep', {}, submitOptions)).rejects.toBeInstanceOf(InsufficientBalanceError);
+    await expect(client().submit(untyped('test.sleep'), {}, submitOptions)).rejects.toBeInstanceOf(InsufficientBalanceError);
     script = [error(429, 'RESOURCE_EXHAUSTED', 'monthly_cap_exceeded')];
-    await expect(client().submit('test.sleep', {}, submitOptions)).rejects.toBeInstanceOf(MonthlyCapExceededError);
+    await expect(client().submit(untyped('test.sleep'), {}, submitOptions)).rejects.toBeInstanceOf(MonthlyCapExceededError);
     expect(received).toHaveLength(2);
   });
 
@@ -121,7 +122,7 @@ describe('429', () => {
       json(202, { data: EXECUTION }, { 'Idempotent-Replayed': 'true' }),
     ];
     const started = Date.now();
-    const result = await client().submit('test.sleep', {}, submitOptions);
+    const result = await client().submit(untyped('test.sleep'), {}, submitOptions);
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     expect(result.replayed).toBe(true);
     expect(received.map((r) => r.idempotencyKey)).toEqual(['transport-0001', 'transport-0001']);
@@ -158,7 +159,7 @@ describe('run', () => {
     script = [json(200, { data: quote }), json(202, { data: EXECUTION }, { 'Retry-After': '1' }), json(200, { data: done })];
     const c = new TesClient({ apiKey: KEY, baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, pollIntervalMs: 10 });
     const started = Date.now();
-    const result = await c.run('test.sleep', { steps: 2 }, { strategy: 'poll' });
+    const result = await c.run(untyped('test.sleep'), { steps: 2 }, { strategy: 'poll' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(950);
     expect(result.execution.status).toBe('succeeded');
     expect(received.map((r) => `${r.method} ${r.url}`)).toEqual(['POST /tools/quote', 'POST /tools/test.sleep', `GET /tools/executions/${EXECUTION.id}`]);
