@@ -1,6 +1,6 @@
 import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { AppError, MAX_STEPS } from '@tes/core';
+import { AppError, MAX_STEPS, type InputFacts } from '@tes/core';
 import { builtinTools } from './tools';
 import type { ProviderAvailability, ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
@@ -25,6 +25,7 @@ export interface ResolvedInput {
 
 const MAX_REPORTED_ERRORS = 20;
 const NONE: Unavailable = new Set();
+const NO_FACTS: InputFacts = new Map();
 
 function modelKey(tool: string, model: string): string {
   return `${tool}:${model}`;
@@ -100,10 +101,14 @@ export class Catalog {
     return { tool, model: model.id, arguments: copy, plan };
   }
 
-  /** Quote for resolved input under a price list. Same input and list, same maximum. */
-  quote(input: ResolvedInput, prices: PriceList, priceVersion: string): Quote {
+  /**
+   * Quote for resolved input under a price list, priced on the facts of the uploaded files it
+   * names (`files`; see FileFacts). Same input, facts and list, same maximum; a file's facts
+   * never change, so the same input quoted under the same priceVersion gives the same maximum.
+   */
+  quote(input: ResolvedInput, prices: PriceList, priceVersion: string, files: InputFacts = NO_FACTS): Quote {
     const price = modelPrice(prices, input.tool.name, input.model);
-    const { units } = input.tool.estimateUnits(input.arguments);
+    const { units } = input.tool.estimateUnits(input.arguments, files);
     const maximum = costOf(input.tool, units, price, input.arguments);
     return {
       tool: input.tool.name,

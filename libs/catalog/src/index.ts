@@ -2,7 +2,7 @@ export * from './types';
 export * from './catalog';
 export * from './prices';
 export { builtinTools, type ToolArgs, type ToolName, type ToolStep } from './tools';
-export { IMAGE_RENDER_LIMITS, type ImageRenderArgs } from './tools/image-render';
+export { IMAGE_RENDER_LIMITS, imageRenderSize, svgIntrinsicSize, type ImageRenderArgs } from './tools/image-render';
 export { IMAGE_TRANSFORM_LIMITS, megapixelUnits, type ImageTransformArgs } from './tools/image-transform';
 export { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL, speechUnits, type AudioSpeechArgs } from './tools/audio-speech';
 export { AUDIO_TRANSCODE_LIMITS, type AudioTranscodeArgs } from './tools/audio-transcode';

@@ -1,3 +1,5 @@
+import type { InputFacts } from '@tes/core';
+
 /** A model's entry in the price list. */
 export interface ModelPrice {
   /** Price of one billing unit. */
@@ -85,8 +87,13 @@ export interface ToolDefinition<Args extends object = object, Step extends strin
   steps: readonly Step[];
   /** Price description of a model given its price entry, e.g. "$0.001 per megapixel". */
   describePrice(price: ModelPrice): string;
-  /** The most units this input can use (pure: same input, same answer). */
-  estimateUnits(args: Args): UnitEstimate;
+  /**
+   * The most units this input can use (pure: same input and facts, same answer). `files` holds
+   * the measured facts of the uploaded files the input names (inputFiles); a tool whose cost
+   * depends on its input prices the real file from them, and falls back to the schema's
+   * largest input for a file without facts.
+   */
+  estimateUnits(args: Args, files: InputFacts): UnitEstimate;
   /**
    * What `units` of this input cost under the model's price: the quote's maximum prices the
    * estimate, the worker each billed step's reported units. Default: max(minimum, units x

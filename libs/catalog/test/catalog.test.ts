@@ -62,7 +62,8 @@ describe('examples', () => {
   it('resolve applies schema defaults and does not touch the caller arguments', () => {
     const args = { text: 'hi' };
     const r = catalog.resolve('image.render', args);
-    expect(r.arguments).toMatchObject({ text: 'hi', model: 'sharp', width: 1024, height: 1024, format: 'png' });
+    // width and height have no schema default: an SVG keeps its own size (imageRenderSize)
+    expect(r.arguments).toEqual({ text: 'hi', model: 'sharp', format: 'png', quality: 90, background: '#ffffff', color: '#111111', fontSize: 64 });
     expect(args).toEqual({ text: 'hi' });
   });
 });

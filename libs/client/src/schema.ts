@@ -533,8 +533,39 @@ export interface components {
              * @example image/png
              */
             mimeType: string;
-            /** @description Base64 file content; decoded size at most 12 MiB (else 400 file_too_large). The bytes must really be the declared format (else 400 file_content_mismatch). */
+            /** @description Base64 file content; decoded size at most 12 MiB (else 400 file_too_large). The bytes must really be the declared format and be measurable (sharp reads an image's header, ffprobe an audio or video file; else 400 file_content_mismatch). */
             data: string;
+        };
+        ImageFacts: {
+            /** @constant */
+            kind: "image";
+            /** @description Upright width in pixels (after EXIF orientation). */
+            width: number;
+            /** @description Upright height in pixels (after EXIF orientation). */
+            height: number;
+        };
+        MediaFacts: {
+            /** @constant */
+            kind: "media";
+            /** @description The container's duration. */
+            durationSeconds: number | null;
+            /** @description The first video stream, null when there is none. */
+            video: {
+                codec: string;
+                width: number;
+                height: number;
+                durationSeconds: number | null;
+                /** @description Average frames per second. */
+                frameRate: number | null;
+            } | null;
+            /** @description The first audio stream, null when there is none. */
+            audio: {
+                codec: string;
+                sampleRate: number;
+                channels: number;
+                /** @description Decoded samples over the sample rate: the length audio tools bill an output by. */
+                decodedSeconds: number;
+            } | null;
         };
         UploadedFile: {
             /** @description Usable as a fileId in tool arguments. Identical content in the same project gives the same id. */
@@ -550,6 +581,8 @@ export interface components {
             sha256: components["schemas"]["Sha256"];
             /** @description Retention deadline (30 days after the first upload; not extended by re-uploads). */
             expiresAt: components["schemas"]["Timestamp"];
+            /** @description What the upload was measured to hold (sharp for images, ffprobe for audio and video); quotes of tools that read the file are priced from these. null when the gateway that stored it had no ffprobe (its quotes then take the schema's largest input). A re-upload returns the first upload's facts. */
+            facts: components["schemas"]["ImageFacts"] | components["schemas"]["MediaFacts"] | null;
         };
         Download: {
             /**

@@ -5,3 +5,4 @@ export * from './money';
 export * from './canonical';
 export * from './api-keys';
 export * from './media';
+export * from './file-facts';

@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newId } from '@tes/core';
+import { newId, type FileFacts } from '@tes/core';
 import { iso } from './time';
 
 export interface FileRecord {
@@ -10,6 +10,8 @@ export interface FileRecord {
   mimeType: string;
   sizeBytes: number;
   storageKey: string;
+  /** What the upload was measured to hold; null for files stored without (see the migration). */
+  facts: FileFacts | null;
   expiresAt: string;
   createdAt: string;
 }
@@ -23,6 +25,8 @@ interface FileRow {
   mime_type: string;
   size_bytes: number;
   storage_key: string;
+  /** jsonb written only by recordUpload from a FileFacts. */
+  facts: FileFacts | null;
   expires_at: Date;
   created_at: Date;
 }
@@ -36,30 +40,42 @@ function toFile(row: FileRow): FileRecord {
     mimeType: row.mime_type,
     sizeBytes: row.size_bytes,
     storageKey: row.storage_key,
+    facts: row.facts,
     expiresAt: iso(row.expires_at)!,
     createdAt: iso(row.created_at)!,
   };
 }
 
-const FILE_COLUMNS: (keyof FileRow)[] = ['id', 'project_id', 'sha256', 'format', 'mime_type', 'size_bytes', 'storage_key', 'expires_at', 'created_at'];
+const FILE_COLUMNS: (keyof FileRow)[] = ['id', 'project_id', 'sha256', 'format', 'mime_type', 'size_bytes', 'storage_key', 'facts', 'expires_at', 'created_at'];
 
 /**
  * Records an upload. Content is unique per project by sha256: a second upload of the same
  * bytes returns the first record (same id, same deadline). A record whose deadline has
- * passed is revived with a new deadline, since its object was (or will be) deleted.
+ * passed is revived with a new deadline, since its object was (or will be) deleted. The
+ * facts are the first upload's and never change, so a file's quotes stay the same.
  */
 export async function recordUpload(
   db: Knex,
-  input: { projectId: string; sha256: string; format: string; mimeType: string; sizeBytes: number; storageKey: string; retentionMs: number },
+  input: {
+    projectId: string;
+    sha256: string;
+    format: string;
+    mimeType: string;
+    sizeBytes: number;
+    storageKey: string;
+    /** Measured at upload; omitted or null: none (quotes take the schema's largest input). */
+    facts?: FileFacts | null;
+    retentionMs: number;
+  },
 ): Promise<{ file: FileRecord; state: 'created' | 'revived' | 'existing' }> {
   const inserted = await db.raw<{ rows: (FileRow & { created: boolean })[] }>(
-    `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, expires_at)
-     VALUES (:id, :projectId, :sha256, :format, :mimeType, :sizeBytes, :storageKey, tes_now() + (:retentionMs::bigint * interval '1 millisecond'))
+    `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, facts, expires_at)
+     VALUES (:id, :projectId, :sha256, :format, :mimeType, :sizeBytes, :storageKey, CAST(:facts AS jsonb), tes_now() + (:retentionMs::bigint * interval '1 millisecond'))
      ON CONFLICT (project_id, sha256) DO UPDATE
         SET expires_at = excluded.expires_at, deleted_at = NULL
       WHERE files.expires_at <= tes_now() OR files.deleted_at IS NOT NULL
      RETURNING ${FILE_COLUMNS.join(', ')}, (xmax = 0) AS created`,
-    { id: newId('file'), ...input },
+    { id: newId('file'), ...input, facts: input.facts ? JSON.stringify(input.facts) : null },
   );
   // xmax = 0 tells a fresh insert from the conflict update that revived an expired row.
   const row = inserted.rows[0];

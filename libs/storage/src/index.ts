@@ -167,3 +167,4 @@ export function uploadKey(projectId: string, sha256: string): string {
 export function artifactKey(projectId: string, executionId: string, artifactId: string, ext: string): string {
   return `projects/${projectId}/executions/${executionId}/${artifactId}.${ext}`;
 }
+export { probeUpload, type UploadProbe } from './probe';

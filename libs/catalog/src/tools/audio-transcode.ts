@@ -1,5 +1,6 @@
-import { formatUsd } from '@tes/core';
+import { formatUsd, type InputFacts } from '@tes/core';
 import { defineTool } from '../types';
+import { mediaFacts, startedSecondsOf } from './facts';
 
 /** Bounds of audio.transcode: the schema documents them and the worker enforces these same values. */
 export const AUDIO_TRANSCODE_LIMITS = {
@@ -28,10 +29,32 @@ export interface AudioTranscodeArgs {
 }
 
 /**
+ * An MP3 output read to the input's end decodes up to ~2 ms longer than the input span (the
+ * encoder's final frame after resampling; measured on ffmpeg 5.1 with libmp3lame): allowed
+ * for, so the quote still covers it. WAV output and a cut inside the input come out exact.
+ */
+const MP3_TAIL_SECONDS = 0.005;
+
+/**
+ * The longest output this input gives: the requested span (durationSeconds, else the 600 s
+ * cap) from startSeconds, ended early by the input's decoded end when the upload's facts
+ * are known. A start at or past the end fails the run uncharged: one second is quoted.
+ */
+function audioSeconds(a: AudioTranscodeArgs, files: InputFacts): number {
+  const requested = Math.min(a.durationSeconds ?? AUDIO_TRANSCODE_LIMITS.maxDurationSeconds, AUDIO_TRANSCODE_LIMITS.maxDurationSeconds);
+  const audio = mediaFacts(files, a.fileId)?.audio;
+  if (!audio) return requested;
+  const rest = audio.decodedSeconds - a.startSeconds;
+  if (rest <= 0) return 0;
+  if (rest > requested) return requested;
+  return Math.min(requested, rest + (a.format === 'mp3' ? MP3_TAIL_SECONDS : 0));
+}
+
+/**
  * audio.transcode: an uploaded WAV, MP3 or MP4 (its first audio track) to WAV or MP3 with
- * ffmpeg: trim, EBU R128 loudness normalisation, resampling, up/down-mixing. The quote does
- * not see the file, so its maximum is from the arguments alone (durationSeconds, else the
- * 600 s cap); the charge is the output's measured duration in started seconds, capped there.
+ * ffmpeg: trim, EBU R128 loudness normalisation, resampling, up/down-mixing. The charge is the
+ * output's measured duration (decoded samples) in started seconds; the quote predicts it from
+ * the upload's decoded duration (see audioSeconds), else from the arguments alone.
  */
 export const audioTranscode = defineTool<AudioTranscodeArgs>()({
   name: 'audio.transcode',
@@ -63,7 +86,7 @@ export const audioTranscode = defineTool<AudioTranscodeArgs>()({
         type: 'number',
         exclusiveMinimum: 0,
         maximum: AUDIO_TRANSCODE_LIMITS.maxDurationSeconds,
-        description: `Output length, more than 0 and at most ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. Default: to the input's end, cut at ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. The quote reserves this many started seconds (${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} when omitted).`,
+        description: `Output length, more than 0 and at most ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. Default: to the input's end, cut at ${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} seconds. The quote reserves the started seconds of the output this gives for the uploaded file (${AUDIO_TRANSCODE_LIMITS.maxDurationSeconds} s for a file uploaded without measured facts).`,
       },
       normalize: {
         type: 'boolean',
@@ -89,9 +112,7 @@ export const audioTranscode = defineTool<AudioTranscodeArgs>()({
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started second of output, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({
-    units: Math.max(1, Math.ceil(args.durationSeconds ?? AUDIO_TRANSCODE_LIMITS.maxDurationSeconds)),
-  }),
+  estimateUnits: (args, files) => ({ units: startedSecondsOf(audioSeconds(args, files)) }),
   plan: () => [
     { name: 'probe', timeoutMs: 30_000 },
     { name: 'transcode', billed: true, timeoutMs: 300_000 },

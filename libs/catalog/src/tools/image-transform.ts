@@ -1,5 +1,6 @@
-import { ceilDiv, formatUsd } from '@tes/core';
+import { ceilDiv, formatUsd, type InputFacts } from '@tes/core';
 import { defineTool } from '../types';
+import { imageFacts } from './facts';
 
 export const IMAGE_TRANSFORM_LIMITS = {
   /** Output sides, whatever the operations. */
@@ -35,10 +36,9 @@ export function megapixelUnits(width: number, height: number): number {
 }
 
 /**
- * The most output pixels the arguments allow, without seeing the file (the quote is pure).
- * cover/contain/fill give exactly the box, inside at most the box; outside and "no resize"
- * depend on the input's aspect/size, so they are bounded by the output cap (a crop bounds
- * "no resize" too: rotation keeps the area).
+ * The most output pixels the arguments allow without the file: cover/contain/fill give exactly
+ * the box, inside at most the box; outside and "no resize" depend on the input's aspect/size,
+ * so they are bounded by the output cap (a crop bounds "no resize" too: rotation keeps the area).
  */
 function maxTransformUnits(a: ImageTransformArgs): number {
   if (a.resize) {
@@ -47,6 +47,37 @@ function maxTransformUnits(a: ImageTransformArgs): number {
   }
   if (a.crop) return Math.min(MAX_OUTPUT_UNITS, megapixelUnits(a.crop.width, a.crop.height));
   return MAX_OUTPUT_UNITS;
+}
+
+/**
+ * Output size of crop -> rotate -> resize for an upright input of `input` pixels, computed the
+ * way sharp sizes its output (the worker's plannedOutput does the same to refuse an output
+ * above the cap before paid work).
+ */
+function plannedOutput(input: { width: number; height: number }, a: ImageTransformArgs): { width: number; height: number } {
+  const c = a.crop ?? input;
+  const turned = a.rotate === 90 || a.rotate === 270;
+  const w = turned ? c.height : c.width;
+  const h = turned ? c.width : c.height;
+  if (!a.resize) return { width: w, height: h };
+  const { width: bw, height: bh, fit } = a.resize;
+  if (fit === 'cover' || fit === 'contain' || fit === 'fill') return { width: bw, height: bh };
+  const scale = fit === 'inside' ? Math.min(bw / w, bh / h) : Math.max(bw / w, bh / h);
+  // sharp may round a fractional aspect-kept side up: allowed for (ceil after float noise is removed)
+  const side = (n: number): number => Math.max(1, Math.ceil(Math.round(n * 1e6) / 1e6));
+  return { width: side(w * scale), height: side(h * scale) };
+}
+
+/**
+ * Started output megapixels of this input: from the upload's measured size when known (what
+ * the run will produce), else the arguments' bound. Never above the output cap: a larger
+ * planned output fails uncharged.
+ */
+function transformUnits(a: ImageTransformArgs, files: InputFacts): number {
+  const image = imageFacts(files, a.fileId);
+  if (!image) return maxTransformUnits(a);
+  const out = plannedOutput(image, a);
+  return Math.min(MAX_OUTPUT_UNITS, megapixelUnits(out.width, out.height));
 }
 
 const side = (max: number, description: string) => ({ type: 'integer', minimum: 1, maximum: max, description });
@@ -132,7 +163,7 @@ export const imageTransform = defineTool<ImageTransformArgs>()({
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started output megapixel, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({ units: maxTransformUnits(args) }),
+  estimateUnits: (args, files) => ({ units: transformUnits(args, files) }),
   // The probe reads headers and decodes once (no charge); the transform does the paid work
   // from the upload again, so a redelivery can resume at either step.
   plan: () => [

@@ -1,5 +1,6 @@
-import { formatUsd } from '@tes/core';
+import { formatUsd, type InputFacts } from '@tes/core';
 import { defineTool } from '../types';
+import { framesIn, mediaFacts, startedSecondsOf } from './facts';
 
 export const VIDEO_TRANSCODE_LIMITS = {
   minWidth: 128,
@@ -37,9 +38,32 @@ function maxSeconds(args: VideoTranscodeArgs): number {
 }
 
 /**
+ * The longest output video stream this input gives, in seconds (the worker bills the output's
+ * video stream). The worker asks ffmpeg for `span` = min(requested, container end - start);
+ * the output holds the frames whose timestamps fall in it, so at a constant rate it lasts
+ * whole frames: frames(span) when the cut is inside the video, frames(video end - start)
+ * when the video runs out first (e.g. 1 s at 29.97 fps is 30 frames, 1.001 s). Checked
+ * against ffmpeg 5.1 outputs over rates, starts and spans by tests/e2e/quote-fit.test.ts.
+ * Without facts, the requested duration (or the cap).
+ */
+function transcodeSeconds(a: VideoTranscodeArgs, files: InputFacts): number {
+  const requested = maxSeconds(a);
+  const media = mediaFacts(files, a.fileId);
+  const video = media?.video;
+  const length = media?.durationSeconds;
+  if (!video || !length) return requested;
+  const span = Math.min(requested, length - a.startSeconds);
+  const videoLeft = (video.durationSeconds ?? length) - a.startSeconds;
+  if (span <= 0 || videoLeft <= 0) return 0; // fails uncharged: the start lies past the end
+  const fps = video.frameRate === null ? null : Math.min(video.frameRate, L.maxFps);
+  if (!fps) return Math.min(span, videoLeft);
+  return Math.min(framesIn(span, fps), framesIn(videoLeft, fps)) / fps;
+}
+
+/**
  * video.transcode: an uploaded MP4 re-encoded to H.264 (+faststart), optionally resized
  * (aspect kept) and trimmed. Billed per started second of the output actually produced,
- * reserved for the requested duration (or the 300 s cap when none is given).
+ * reserved for what the uploaded file gives under these arguments (see transcodeSeconds).
  */
 export const videoTranscode = defineTool<VideoTranscodeArgs>()({
   name: 'video.transcode',
@@ -81,7 +105,9 @@ export const videoTranscode = defineTool<VideoTranscodeArgs>()({
         type: 'number',
         exclusiveMinimum: 0,
         maximum: L.maxDurationSeconds,
-        description: `Output length, over 0 and at most ${L.maxDurationSeconds} s. Default: to the end of the input, at most ${L.maxDurationSeconds} s.`,
+        description:
+          `Output length, over 0 and at most ${L.maxDurationSeconds} s. Default: to the end of the input, at most ${L.maxDurationSeconds} s. ` +
+          `The quote reserves the started seconds of the output this gives for the uploaded file (${L.maxDurationSeconds} s for a file uploaded without measured facts).`,
       },
       crf: { type: 'integer', minimum: L.minCrf, maximum: L.maxCrf, default: 23, description: `x264 constant rate factor, ${L.minCrf} (best) to ${L.maxCrf}.` },
       audio: { type: 'boolean', default: true, description: 'Keep the audio (encoded as AAC) when the input has any.' },
@@ -98,7 +124,7 @@ export const videoTranscode = defineTool<VideoTranscodeArgs>()({
     },
   ],
   describePrice: (p) => `${formatUsd(p.unitPriceMicros)} per started second of output, minimum ${formatUsd(p.minimumMicros)}`,
-  estimateUnits: (args) => ({ units: Math.max(1, Math.ceil(maxSeconds(args))) }),
+  estimateUnits: (args, files) => ({ units: startedSecondsOf(transcodeSeconds(args, files)) }),
   plan: (args) => [
     { name: 'probe', timeoutMs: 60_000 },
     // Decoding and encoding up to 1920 px wide; the allowance covers a slow core.

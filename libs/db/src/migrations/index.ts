@@ -13,6 +13,8 @@ import * as m11 from './20261123000011_submit_guard';
 import * as m12 from './20261123000012_backfill_execution_files';
 import * as m13 from './20261123000013_execution_changes';
 import * as m14 from './20261123000014_webhook_wakeup';
+import * as m15 from './20261123000015_file_facts';
+import * as m16 from './20261123000016_admin_read_indexes';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -30,4 +32,6 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261123000012_backfill_execution_files', m12],
   ['20261123000013_execution_changes', m13],
   ['20261123000014_webhook_wakeup', m14],
+  ['20261123000015_file_facts', m15],
+  ['20261123000016_admin_read_indexes', m16],
 ];

@@ -1,6 +1,6 @@
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
-import { checkInputFiles } from './input-files';
+import { quoteInput } from './input-files';
 
 /** components.schemas.QuoteRequest */
 export interface QuoteBody {
@@ -8,7 +8,7 @@ export interface QuoteBody {
   arguments: Record<string, unknown>;
 }
 
-/** A free quote: the most a submit of this input would reserve, at the current prices. */
+/** A free quote: the most a submit of this input would reserve, at the current prices, priced on its files' facts. */
 export function createQuoteRoute({ catalog, settings, db }: GatewayDeps): KeyRoute<QuoteBody> {
   return {
     method: 'post',
@@ -19,8 +19,7 @@ export function createQuoteRoute({ catalog, settings, db }: GatewayDeps): KeyRou
     handle: async ({ res, auth, body }) => {
       const s = await settings.get();
       const input = catalog.resolve(body.tool, body.arguments, s.unavailable);
-      await checkInputFiles(db, auth.projectId, input);
-      res.json({ data: catalog.quote(input, s.prices, s.priceVersion) });
+      res.json({ data: await quoteInput({ catalog, db }, auth.projectId, input, s) });
     },
   };
 }

@@ -1,14 +1,30 @@
 import type { Knex } from 'knex';
-import type { ResolvedInput } from '@tes/catalog';
-import { AppError } from '@tes/core';
+import type { Catalog, PriceList, Quote, ResolvedInput } from '@tes/catalog';
+import { AppError, type FileFacts, type InputFacts } from '@tes/core';
 import { getLiveFile } from '@tes/db';
+
+/**
+ * The quote of a resolved input, as the quote route answers it and the submit reserves it:
+ * its files are checked (checkInputFiles) and priced by their measured facts. The one place
+ * both compute it, so a quote is exactly what a submit then asks for.
+ */
+export async function quoteInput(
+  deps: { catalog: Catalog; db: Knex },
+  projectId: string,
+  input: ResolvedInput,
+  prices: { prices: PriceList; priceVersion: string },
+): Promise<Quote> {
+  const files = await checkInputFiles(deps.db, projectId, input);
+  return deps.catalog.quote(input, prices.prices, prices.priceVersion, files);
+}
 
 /**
  * Every uploaded file the arguments name must be a live file of the caller's project, in a
  * format the tool takes there. Another project's file id is indistinguishable from an
- * unknown one.
+ * unknown one. Returns the facts of those that have them.
  */
-export async function checkInputFiles(db: Knex, projectId: string, input: ResolvedInput): Promise<void> {
+async function checkInputFiles(db: Knex, projectId: string, input: ResolvedInput): Promise<InputFacts> {
+  const facts = new Map<string, FileFacts>();
   for (const ref of input.tool.inputFiles?.(input.arguments) ?? []) {
     const file = await getLiveFile(db, projectId, ref.fileId);
     if (!file) throw new AppError('file_not_found', 'file_not_found', { details: { fileId: ref.fileId, instancePath: ref.pointer } });
@@ -26,5 +42,7 @@ export async function checkInputFiles(db: Knex, projectId: string, input: Resolv
         },
       });
     }
+    if (file.facts) facts.set(file.id, file.facts);
   }
+  return facts;
 }

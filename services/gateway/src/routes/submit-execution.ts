@@ -5,7 +5,7 @@ import { crashPoint } from '@tes/lifecycle';
 import type { AuthContext, GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import type { QuoteBody } from './create-quote';
-import { checkInputFiles } from './input-files';
+import { quoteInput } from './input-files';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
 /** components.schemas.SubmitRequest */
@@ -76,8 +76,7 @@ async function submitOrFindBinding(
     const s = await settings.get();
     if (!s.executionEnabled) throw new AppError('execution_disabled', 'execution_disabled', { retryable: true });
     const input = catalog.resolve(body.tool, body.arguments, s.unavailable);
-    await checkInputFiles(db, auth.projectId, input);
-    const quote = catalog.quote(input, s.prices, s.priceVersion);
+    const quote = await quoteInput({ catalog, db }, auth.projectId, input, s);
     if (body.priceVersion !== s.priceVersion) {
       throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: s.priceVersion } });
     }

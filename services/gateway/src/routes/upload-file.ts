@@ -1,6 +1,6 @@
 import { AppError, RETENTION_MS, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
 import { recordUpload } from '@tes/db';
-import { uploadKey } from '@tes/storage';
+import { probeUpload, uploadKey } from '@tes/storage';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import { UploadSlots } from '../upload-slots';
@@ -8,6 +8,8 @@ import { UploadSlots } from '../upload-slots';
 const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
 /** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
 const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
+/** Measuring the largest upload takes ~2 s on a busy core; a file slower than this is refused. */
+const PROBE_TIMEOUT_MS = 30_000;
 
 /** components.schemas.UploadRequest */
 interface UploadBody {
@@ -18,7 +20,10 @@ interface UploadBody {
 /**
  * Stores a file (Base64 in JSON) privately in the project, for tools that take a fileId. Its
  * body is read only once a free upload slot was taken, and the slot is held until the work
- * below ends, even if the client goes away meanwhile.
+ * below ends, even if the client goes away meanwhile (so the slots also bound the ffprobe
+ * processes). The file is measured first (FileFacts: what quotes are priced from); bytes that
+ * cannot be measured are refused as file_content_mismatch. Without ffprobe on this machine an
+ * audio or video file is stored without facts, and its quotes take the schema's largest input.
  */
 export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
   const slots = new UploadSlots(deps.config.uploadConcurrency, { minBytesPerSecond: deps.config.uploadMinBytesPerSecond, graceMs: 2_000 });
@@ -44,6 +49,13 @@ export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
         if (!bytes || bytes.length === 0) throw new AppError('invalid_base64');
         if (bytes.length > MAX_UPLOAD_BYTES) throw new AppError('file_too_large', 'file_too_large', { details: { maxBytes: MAX_UPLOAD_BYTES } });
         if (!bytesMatchFormat(bytes, format)) throw new AppError('file_content_mismatch', 'file_content_mismatch', { details: { declared: format } });
+        const probe = await probeUpload(bytes, format, { timeoutMs: PROBE_TIMEOUT_MS });
+        if (probe.kind === 'unreadable') {
+          throw new AppError('file_content_mismatch', 'file_content_mismatch', { details: { declared: format, reason: probe.reason } });
+        }
+        if (probe.kind === 'unmeasured') {
+          deps.logger.warn('gateway.upload.unmeasured', { requestId: res.locals.requestId as string, projectId: auth.projectId, format, reason: probe.reason });
+        }
 
         const sha256 = sha256Hex(bytes);
         const key = uploadKey(auth.projectId, sha256);
@@ -58,6 +70,7 @@ export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
           mimeType,
           sizeBytes: bytes.length,
           storageKey: key,
+          facts: probe.kind === 'facts' ? probe.facts : null,
           retentionMs: RETENTION_MS,
         });
         // A revived record (its deadline had passed) may have raced the janitor, which deletes
@@ -72,7 +85,15 @@ export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
           state,
         });
         res.status(200).json({
-          data: { id: file.id, format: file.format, mimeType: file.mimeType, sizeBytes: file.sizeBytes, sha256: file.sha256, expiresAt: file.expiresAt },
+          data: {
+            id: file.id,
+            format: file.format,
+            mimeType: file.mimeType,
+            sizeBytes: file.sizeBytes,
+            sha256: file.sha256,
+            facts: file.facts,
+            expiresAt: file.expiresAt,
+          },
         });
       }),
   };

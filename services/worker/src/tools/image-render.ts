@@ -1,5 +1,5 @@
 import type sharp from 'sharp';
-import { megapixelUnits, type ImageRenderArgs } from '@tes/catalog';
+import { imageRenderSize, megapixelUnits, svgIntrinsicSize, type ImageRenderArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import type { RunnerOf } from '../runner';
 
@@ -32,7 +32,8 @@ function wrap(text: string, maxChars: number): string[] {
   return lines;
 }
 
-export function textCardSvg(a: ImageRenderArgs): string {
+/** A text card of exactly `a.width` x `a.height` (video.slideshow draws its cards with it too). */
+export function textCardSvg(a: ImageRenderArgs & { width: number; height: number }): string {
   const maxChars = Math.max(1, Math.floor((a.width * 0.9) / (a.fontSize * 0.6)));
   const lineHeight = Math.round(a.fontSize * 1.25);
   const maxLines = Math.max(1, Math.floor((a.height * 0.9) / lineHeight));
@@ -47,19 +48,28 @@ export function textCardSvg(a: ImageRenderArgs): string {
   );
 }
 
-/** image.render with sharp: SVG or text card -> PNG/JPEG of exactly width x height. */
+/**
+ * image.render with sharp: SVG or text card -> PNG/JPEG of exactly the size the quote priced
+ * (imageRenderSize: an SVG's own size unless width/height are given).
+ */
 export const imageRenderRunner: RunnerOf<'image.render'> = {
   async render(ctx, a) {
-    const svg = a.svg ?? textCardSvg(a);
+    const size = imageRenderSize(a);
+    const svg = a.svg ?? textCardSvg({ ...a, ...size });
+    // librsvg draws at the scale of the output (sharp's density is dots per inch, 72 = 1:1), so
+    // a 256 px SVG asked at 1024 is drawn sharp rather than drawn small and enlarged.
+    const own = a.svg === undefined ? null : svgIntrinsicSize(a.svg);
+    const scale = own ? Math.min(size.width / own.width, size.height / own.height) : 1;
+    const density = Math.min(100_000, Math.max(1, 72 * scale));
     // In the sandbox: an SVG within the schema can still cost minutes of CPU (filters such as
     // feTurbulence), and librsvg cannot be interrupted in-process. The step's deadline kills it.
     let out: { data: Buffer; info: sharp.OutputInfo };
     try {
       out = await ctx.sandbox.run(
         Buffer.from(svg, 'utf8'),
-        { limitInputPixels: 4096 * 4096 * 4, failOn: 'error' },
+        { limitInputPixels: 4096 * 4096 * 4, failOn: 'error', density },
         [
-          ['resize', [a.width, a.height, { fit: 'contain', background: a.background }]],
+          ['resize', [size.width, size.height, { fit: 'contain', background: a.background }]],
           ['flatten', [{ background: a.background }]],
           a.format === 'jpeg' ? ['jpeg', [{ quality: a.quality }]] : ['png', []],
         ],
