@@ -12,7 +12,7 @@ import datetime
 import email.utils
 import re
 import time
-from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, Optional, Protocol, Type
 
 if TYPE_CHECKING:
     from .types import Execution
@@ -229,6 +229,12 @@ class TesAbortError(TesError):
         self.execution_id = execution_id
 
 
+class HeaderLookup(Protocol):
+    """Case-insensitive header access, as ``http.client.HTTPMessage`` offers."""
+
+    def get(self, name: str, /) -> Optional[str]: ...
+
+
 _BY_CODE: Dict[str, Type[TesApiError]] = {
     "price_version_mismatch": PriceVersionMismatchError,
     "maximum_charge_insufficient": MaximumChargeInsufficientError,
@@ -285,7 +291,7 @@ def parse_retry_after(value: Optional[str], now: Optional[float] = None) -> Opti
     return max(0, int(-(-seconds // 1)))
 
 
-def error_from_response(status: int, body: Any, headers: Mapping[str, str]) -> TesApiError:
+def error_from_response(status: int, body: Any, headers: HeaderLookup) -> TesApiError:
     """The typed error for an HTTP error answer. A body that is not the API's envelope (a
     proxy's HTML page, say) still gives a TesApiError, with the code ``http_<status>``.
     ``headers`` is looked up case-insensitively (``http.client.HTTPMessage`` is)."""

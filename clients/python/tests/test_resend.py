@@ -49,15 +49,24 @@ class ResendTest(unittest.TestCase):
         args = {"seconds": 0, "steps": 1, "costMicrosPerStep": 17}
         quote = tes.quote("test.sleep", args)
         key = f"py-{uuid.uuid4()}"
-        common = dict(price_version=quote["priceVersion"], maximum_charge_micros=quote["maximumChargeMicros"], idempotency_key=key)
-        first = tes.submit("test.sleep", args, **common)  # type: ignore[arg-type]
-        again = tes.submit("test.sleep", dict(reversed(list(args.items()))), **common)  # key order does not matter
+
+        def submit(arguments: dict):  # type: ignore[no-untyped-def]
+            return tes.submit(
+                "test.sleep",
+                arguments,
+                price_version=quote["priceVersion"],
+                maximum_charge_micros=quote["maximumChargeMicros"],
+                idempotency_key=key,
+            )
+
+        first = submit(args)
+        again = submit(dict(reversed(list(args.items()))))  # key order does not matter
         self.assertFalse(first.replayed)
         self.assertTrue(again.replayed)
         self.assertEqual(again.execution["id"], first.execution["id"])
         self.assertEqual(first.retry_after_seconds, 5)
         with self.assertRaises(IdempotencyConflictError) as caught:
-            tes.submit("test.sleep", {**args, "steps": 2}, **common)  # type: ignore[arg-type]
+            submit({**args, "steps": 2})
         self.assertEqual((caught.exception.status, caught.exception.code), (409, "idempotency_key_reused"))
         self.assertEqual(tes.wait(first.execution, strategy="poll")["status"], "succeeded")
 
