@@ -126,3 +126,14 @@ test('Docker waits longer than the drain deadline before SIGKILL', () => {
     expect(Number(grace)).toBeGreaterThan(loadConfig(envOf(services[name]!)).shutdownTimeoutMs / 1000);
   }
 });
+
+test('each service publishes its metrics port (METRICS_PORT inside) on a host port of its own, on loopback only', () => {
+  const hostPorts: string[] = [];
+  for (const name of APPS) {
+    const inside = envOf(services[name]!).METRICS_PORT;
+    const mapping = (services[name]!.ports ?? []).map(String).find((p: string) => p.endsWith(`:${inside}`) && !p.endsWith(`:${envOf(services[name]!).PORT}`));
+    expect([name, mapping]).toEqual([name, expect.stringMatching(/^127\.0\.0\.1:\d+:\d+$/)]);
+    hostPorts.push(mapping.split(':')[1]);
+  }
+  expect(new Set(hostPorts).size).toBe(APPS.length);
+});

@@ -165,3 +165,31 @@ test('no credential in a layer; .dockerignore keeps local builds, installs and s
     expect(existsSync(path.join(REPO, src))).toBe(true);
   }
 });
+
+test('every service image carries the OCI labels: its title and description, the release, the commit, the source', () => {
+  const labelsOf = (target: string): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const i of effective(df, target).body.filter((x) => x.op === 'LABEL')) {
+      for (const m of i.args.matchAll(/([a-z0-9.-]+)="([^"]*)"/g)) out[m[1]!] = m[2]!;
+    }
+    return out;
+  };
+  const titles = new Set<string>();
+  for (const target of SERVICES) {
+    const labels = labelsOf(target);
+    for (const key of ['title', 'description', 'version', 'revision', 'created', 'source', 'base.name']) {
+      expect([target, key, labels[`org.opencontainers.image.${key}`]]).toEqual([target, key, expect.stringMatching(/\S/)]);
+    }
+    expect(labels['org.opencontainers.image.version']).toBe('${VERSION}');
+    expect(labels['org.opencontainers.image.revision']).toBe('${REVISION}');
+    titles.add(labels['org.opencontainers.image.title']!);
+  }
+  expect(titles.size).toBe(SERVICES.length);
+  // the build arguments the labels read are declared in the stage that reads them
+  for (const target of SERVICES) {
+    const args = effective(df, target)
+      .body.filter((x) => x.op === 'ARG')
+      .map((x) => x.args.split('=')[0]);
+    expect([target, ['NODE_IMAGE', 'VERSION', 'REVISION', 'CREATED'].filter((a) => !args.includes(a))]).toEqual([target, []]);
+  }
+});
