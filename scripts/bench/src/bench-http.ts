@@ -23,37 +23,54 @@ export async function measure(spec: LoadSpec, name: string, logDir: string, mete
 export interface Baselines {
   express: { url: string; child: Child };
   node: { url: string; child: Child };
+  /** Our stack's floor (floor-child.ts): Express + node-postgres + the one statement of B1 / of B3. */
+  floor: { url: string; child: Child };
   stop(): Promise<void>;
 }
 
-/** The Express 5 and node:http hello-world servers, each a child with NODE_ENV=production. */
-export async function startBaselines(logDir: string, meter: CpuMeter): Promise<Baselines> {
-  const start = async (kind: 'express' | 'node') => {
+/** Where the floor reads (B1: the bench's executions) and writes (B3: the pgbench scratch database's projects). */
+export interface FloorSetup {
+  pollDatabaseUrl: string;
+  submitDatabaseUrl: string;
+  submitProjects: number;
+  /** The gateway's database connections in all, so the floor gets the same parallelism. */
+  poolMax: number;
+}
+
+/** The Express 5 and node:http hello-world servers and the floor, each a child with NODE_ENV=production. */
+export async function startBaselines(logDir: string, meter: CpuMeter, floorSetup: FloorSetup): Promise<Baselines> {
+  const start = async (name: string, script: string, args: string[], env: Record<string, string>) => {
     const port = await freePort();
-    const child = startNode(`hello-${kind}`, path.join(__dirname, 'hello-child.js'), {
-      args: [kind],
-      env: { NODE_ENV: 'production', PORT: String(port) },
-      logDir,
-    });
-    meter.label(child.pid, `hello-${kind}`);
+    const child = startNode(name, path.join(__dirname, script), { args, env: { NODE_ENV: 'production', PORT: String(port), ...env }, logDir });
+    meter.label(child.pid, name);
     const url = `http://127.0.0.1:${port}`;
     await waitHttpOk(`${url}/`, child);
     return { url, child };
   };
-  const express = await start('express');
-  const node = await start('node');
+  const express = await start('hello-express', 'hello-child.js', ['express'], {});
+  const node = await start('hello-node', 'hello-child.js', ['node'], {});
+  const floor = await start('floor', 'floor-child.js', [], {
+    POLL_DATABASE_URL: floorSetup.pollDatabaseUrl,
+    SUBMIT_DATABASE_URL: floorSetup.submitDatabaseUrl,
+    SUBMIT_PROJECTS: String(floorSetup.submitProjects),
+    POOL_MAX: String(floorSetup.poolMax),
+  });
   return {
     express,
     node,
+    floor,
     stop: async () => {
       await stopChild(express.child);
       await stopChild(node.child);
+      await stopChild(floor.child);
     },
   };
 }
 
 export interface VersusBaselines {
   gateway: Measured;
+  /** The floor under the same request stream (B1 only; B2 has none). */
+  floor: Measured | undefined;
   express: Measured;
   node: Measured;
 }
@@ -70,12 +87,14 @@ export async function runVersus(
   o: BenchOptions,
   logDir: string,
   meter: CpuMeter,
+  withFloor = false,
 ): Promise<VersusBaselines> {
   const full = (url: string): LoadSpec => ({ ...spec, url, connections: o.connections, warmupSec: o.warmupSec, durationSec: o.durationSec });
   const gateway = await measure(full(gatewayUrl), `${name}-gateway`, logDir, meter);
+  const floor = withFloor ? await measure(full(baselines.floor.url), `${name}-floor`, logDir, meter) : undefined;
   const express = await measure(full(baselines.express.url), `${name}-express`, logDir, meter);
   const node = await measure(full(baselines.node.url), `${name}-node`, logDir, meter);
-  return { gateway, express, node };
+  return { gateway, floor, express, node };
 }
 
 export function getExecutionSpec(tenants: Tenant[]): Omit<LoadSpec, 'url' | 'connections' | 'warmupSec' | 'durationSec'> {

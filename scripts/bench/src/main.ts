@@ -7,13 +7,14 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { getExecutionSpec, measure, measurePgbench, quoteSpec, runVersus, startBaselines, submitSpec, type Baselines } from './bench-http';
+import { getExecutionSpec, measure, measurePgbench, quoteSpec, runVersus, startBaselines, submitSpec, type Baselines, type Measured } from './bench-http';
 import { runB5, runPgBoss } from './e2e';
 import { unexpected } from './http-load';
 import { CpuMeter } from './meter';
 import { parseOptions } from './options';
 import { PgbenchDb, pgbenchPath } from './pgbench';
-import { killAllNow, stopAll } from './procs';
+import { pinServers, unpinServers } from './pin';
+import { killAllNow, setPinning, stopAll } from './procs';
 import { runPush } from './push';
 import { Report } from './report';
 import { seedHot, seedSpread, submitBody, submitOneEach } from './seed';
@@ -88,6 +89,7 @@ async function main(): Promise<void> {
     interrupted = true;
     say(`${sig}: stopping children and cleaning up`);
     void (async () => {
+      if (o.taskset) unpinServers();
       await stopAll().catch(() => undefined);
       await stack.stop().catch(() => undefined);
       await pgdb.drop().catch(() => undefined);
@@ -99,6 +101,14 @@ async function main(): Promise<void> {
   process.on('exit', killAllNow);
 
   try {
+    if (o.taskset) {
+      say(
+        `--taskset: PostgreSQL, RabbitMQ, the harness and its other children on CPUs ${o.taskset.stack}; gateway, hello worlds and floor on ${o.taskset.gateway}`,
+      );
+      setPinning(o.taskset);
+      const note = pinServers(o.taskset.stack);
+      if (note) report.note(note);
+    }
     say(`starting the stack (production mode, dist/) — logs in ${logDir}`);
     await stack.start();
     meter.label(stack.gateway.pid, 'gateway');
@@ -110,20 +120,25 @@ async function main(): Promise<void> {
     await submitOneEach(stack.baseUrl, tenants, body);
     await pgdb.prepare(o.projects);
 
-    if (o.only.has('b1') || o.only.has('b2')) baselines = await startBaselines(logDir, meter);
+    if (['b1', 'b2', 'b3'].some((b) => o.only.has(b))) {
+      baselines = await startBaselines(logDir, meter, {
+        pollDatabaseUrl: stack.databaseUrl,
+        submitDatabaseUrl: pgdb.url,
+        submitProjects: o.projects,
+        poolMax: o.pgbenchClients,
+      });
+    }
     if (o.only.has('b1')) {
-      say('B1: GET /tools/executions/{id} vs Express 5 and node:http hello-world');
-      const r = await runVersus('b1', getExecutionSpec(tenants), stack.baseUrl, baselines!, o, logDir, meter);
+      say('B1: GET /tools/executions/{id} vs its floor (Express + node-postgres + one SELECT), Express 5 and node:http hello-world');
+      const r = await runVersus('b1', getExecutionSpec(tenants), stack.baseUrl, baselines!, o, logDir, meter, true);
       versusRows(report, 'B1', 'GET /tools/executions/{id}', r, ['200'], 0.5);
+      floorRows(report, 'B1', r.gateway, r.floor!, 0.8);
     }
     if (o.only.has('b2')) {
       say('B2: POST /tools/quote vs Express 5 and node:http hello-world');
       const r = await runVersus('b2', quoteSpec(tenants, body), stack.baseUrl, baselines!, o, logDir, meter);
       versusRows(report, 'B2', 'POST /tools/quote', r, ['200'], undefined);
     }
-    await baselines?.stop();
-    baselines = undefined;
-
     let b3PerSec: number | undefined;
     let b5PerSec: number | undefined;
     const load = (spec: ReturnType<typeof submitSpec>) => ({
@@ -136,6 +151,11 @@ async function main(): Promise<void> {
     if (o.only.has('b3') || o.only.has('b4')) {
       say(`B3: accepted submits/s over ${o.projects} projects, then pgbench with the same transaction`);
       const r = await measure(load(submitSpec(tenants, body)), 'b3-submit', logDir, meter);
+      let floor: Measured | undefined;
+      if (baselines) {
+        say('B3 floor: the same submits to Express + node-postgres running the submit statement');
+        floor = await measure({ ...load(submitSpec(tenants, body)), url: baselines.floor.url }, 'b3-floor', logDir, meter);
+      }
       const pgb = await measurePgbench(pgdb, o.projects, 'b3-pgbench', o, meter);
       b3PerSec = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
       const bad = unexpected(r, ['202', '429']);
@@ -160,7 +180,10 @@ async function main(): Promise<void> {
       report.figure('b3RatioVsPgbench', b3PerSec / pgb.tps);
       report.figure('b3RateLimited', r.byStatus['429'] ?? 0);
       report.figure('b3UnexpectedErrors', bad.count);
+      if (floor) floorRows(report, 'B3', { ...r, okPerSec: b3PerSec }, floor, 0.8, '202');
     }
+    await baselines?.stop();
+    baselines = undefined;
     if (o.only.has('b4')) {
       say(`B4: accepted submits/s all on one project (${o.hotKeys} keys), then pgbench on one hot row`);
       const r = await measure(load(submitSpec(hot, body)), 'b4-submit', logDir, meter);
@@ -209,6 +232,7 @@ async function main(): Promise<void> {
     await stack.stop().catch((err: unknown) => report.note((err as Error).message));
     await pgdb.drop().catch((err: unknown) => report.note(`pgbench database: ${(err as Error).message}`));
     await stopAll();
+    if (o.taskset) unpinServers();
   }
   const logLines = serviceLogNotes(logDir, report);
   if (o.cpuProf) report.note(`CPU profiles (open in Chrome DevTools → Performance) in ${logDir}`);
@@ -221,7 +245,9 @@ async function main(): Promise<void> {
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(' ')} at the end`,
-    `autocannon ${o.connections} connections, ${o.warmupSec} s warmup + ${o.durationSec} s measured per run; gateway ${o.gatewayProcesses} process(es) × DB_POOL_MAX ${o.gatewayPoolMax}; pgbench ${o.pgbenchClients} clients (= the gateway's connections); B5 concurrency ${o.concurrency}`,
+    `autocannon ${o.connections} connections, ${o.warmupSec} s warmup + ${o.durationSec} s measured per run; gateway ${o.gatewayProcesses} process(es) × DB_POOL_MAX ${o.gatewayPoolMax}; pgbench ${o.pgbenchClients} clients (= the gateway's connections); B5 concurrency ${o.concurrency}${
+      o.taskset ? `; taskset: stack on CPUs ${o.taskset.stack}, gateway side on ${o.taskset.gateway}` : ''
+    }`,
   ]);
   process.exitCode = failed ? 1 : 0;
   // Backstop: every handle should be closed by now; if one is not, say so rather than hang.
@@ -261,6 +287,42 @@ function versusRows(report: Report, id: string, what: string, r: Awaited<ReturnT
   report.figure(`${k}RatioVsExpress`, rps / r.express.okPerSec);
   report.figure(`${k}RatioVsNode`, rps / r.node.okPerSec);
   report.figure(`${k}UnexpectedErrors`, unexpected(r.gateway, ok).count);
+}
+
+/** Gateway CPU per answered request, in ms of one core (100 % CPU = 1,000 ms per second). */
+const cpuMsPer = (cpuPct: number | undefined, perSec: number): number | undefined => (cpuPct !== undefined && perSec > 0 ? (cpuPct * 10) / perSec : undefined);
+
+/**
+ * Our figure against the floor of our own stack (floor-child.ts) under the same load, and
+ * where the CPU went per request: the gateway's and the floor's own, and PostgreSQL's (which
+ * includes every other client of the shared server). What predicts scaling with cores.
+ */
+function floorRows(report: Report, id: string, ours: Measured, floor: Measured, target: number, status = '200'): void {
+  const floorPerSec = (floor.byStatus[status] ?? 0) / floor.durationSec;
+  const k = id.toLowerCase();
+  report.add({
+    figure: `${id} vs its floor (Express + pg, 1 statement)`,
+    value: ours.okPerSec,
+    unit: '/s',
+    baseline: 'floor',
+    baselineValue: floorPerSec,
+    target: `≥ ${target}×`,
+    met: ours.okPerSec >= target * floorPerSec,
+  });
+  const bad = unexpected(floor, [status]);
+  if (bad.count) report.note(`${id} floor: unexpected answers ${bad.detail}`);
+  report.cpuOf(`${id} floor`, floor.cpu);
+  const gw = cpuMsPer(ours.cpu.gateway, ours.okPerSec);
+  const fl = cpuMsPer(floor.cpu.floor, floorPerSec);
+  const pgOurs = cpuMsPer(ours.cpu.postgres, ours.okPerSec);
+  const pgFloor = cpuMsPer(floor.cpu.postgres, floorPerSec);
+  report.add({ figure: `${id} CPU ms per request: gateway`, value: gw, unit: 'ms', baseline: 'floor', baselineValue: fl, ratio: null });
+  report.add({ figure: `${id} CPU ms per request: postgres`, value: pgOurs, unit: 'ms', baseline: 'floor', baselineValue: pgFloor, ratio: null });
+  report.figure(`${k}FloorPerSec`, floorPerSec);
+  report.figure(`${k}RatioVsFloor`, ours.okPerSec / floorPerSec);
+  report.figure(`${k}GatewayCpuMsPerReq`, gw);
+  report.figure(`${k}FloorCpuMsPerReq`, fl);
+  report.figure(`${k}PostgresCpuMsPerReq`, pgOurs);
 }
 
 function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awaited<ReturnType<typeof runPgBoss>>, concurrency: number): void {

@@ -44,6 +44,14 @@ export interface BenchOptions {
   pushSec: number;
   /** Run gateway, worker and relay with --cpu-prof (profiles kept in the run's log folder). */
   cpuProf: boolean;
+  /**
+   * --taskset=STACK/GATEWAY (CPU lists as taskset -c takes them, e.g. 0/1): the gateway's
+   * processes and the servers it is compared with (hello worlds, the floor) run on GATEWAY;
+   * PostgreSQL, RabbitMQ (every process of both, for the run), the harness (its S3), relay,
+   * worker, the load generators and pgbench on STACK. So rows with 1, 2, 4 gateway processes
+   * are comparable: the gateway's cores are its own. Unset: no pinning.
+   */
+  taskset: { stack: string; gateway: string } | undefined;
   /** Which benchmarks to run (all by default): --only=b1,b3 for development. */
   only: Set<string>;
 }
@@ -55,6 +63,7 @@ export const RATE_LIMIT_PER_MINUTE = 10_000_000;
 const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5,b7,b8,b9] [--connections=N] [--concurrency=N]
                 [--duration=S] [--projects=N] [--gateway-processes=N]
                 [--db-connections=N] [--streams=N] [--push-runs=N] [--cpu-prof]
+                [--taskset=STACK_CPUS/GATEWAY_CPUS]   e.g. --taskset=0/1
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B9 (B6 comes with B5) next to baselines run in the same process tree on this
@@ -83,6 +92,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     'streams',
     'push-runs',
     'cpu-prof',
+    'taskset',
   ];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
@@ -99,6 +109,9 @@ export function parseOptions(argv: string[]): BenchOptions {
   const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
   const connections = int('db-connections', DB_CONNECTIONS, 1, 200);
   const durationSec = int('duration', quick ? 4 : 15, 1, 120);
+  const ts = flags.get('taskset');
+  const tsMatch = ts === undefined ? null : /^([\d,-]+)\/([\d,-]+)$/.exec(ts);
+  if (ts !== undefined && !tsMatch) throw new Error('--taskset takes STACK_CPUS/GATEWAY_CPUS as taskset -c lists them, e.g. 0/1 or 0-1/2-5');
   return {
     quick,
     warmupSec: quick ? 1 : 3,
@@ -115,6 +128,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     streams: int('streams', quick ? 500 : 2000, 1, 10_000),
     pushSec: Math.max(16, durationSec),
     cpuProf: flags.get('cpu-prof') === 'true',
+    taskset: tsMatch ? { stack: tsMatch[1]!, gateway: tsMatch[2]! } : undefined,
     only,
   };
 }

@@ -23,6 +23,18 @@ const children = new Set<Child>();
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** --taskset: the CPU list each child starts on (taskset -c … execs the program, so the pid is the program's). */
+let pinning: { stack: string; gateway: string } | undefined;
+export function setPinning(p: { stack: string; gateway: string } | undefined): void {
+  pinning = p;
+}
+/** The gateway and the servers it is compared with run on the gateway's CPUs; everything else on the stack's. */
+const GATEWAY_SIDE = /^(gateway|hello-\w+|floor)$/;
+function pinned(name: string, file: string, args: string[]): [string, string[]] {
+  if (!pinning) return [file, args];
+  return ['taskset', ['-c', GATEWAY_SIDE.test(name) ? pinning.gateway : pinning.stack, file, ...args]];
+}
+
 export { freePort } from '@tes/testing';
 
 function track(name: string, proc: ChildProcess, logFile: string, log: WriteStream): Child {
@@ -55,7 +67,8 @@ export function startNode(
 ): Child & { stdout: () => string } {
   const logFile = path.join(options.logDir, `${name}.log`);
   const log = createWriteStream(logFile, { flags: 'a' });
-  const proc = spawn(process.execPath, [...(options.nodeArgs ?? []), '--require', GUARD, script, ...(options.args ?? [])], {
+  const [file, args] = pinned(name, process.execPath, [...(options.nodeArgs ?? []), '--require', GUARD, script, ...(options.args ?? [])]);
+  const proc = spawn(file, args, {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     detached: true,
@@ -75,7 +88,8 @@ export async function runProgram(
 ): Promise<{ code: number | null; stdout: string }> {
   const logFile = path.join(options.logDir, `${name}.log`);
   const log = createWriteStream(logFile, { flags: 'a' });
-  const proc = spawn(file, args, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const [command, argv] = pinned(name, file, args);
+  const proc = spawn(command, argv, { env: { ...process.env, ...options.env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let out = '';
   proc.stdout.on('data', (d: Buffer) => {
     out += d.toString();
