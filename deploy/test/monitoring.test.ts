@@ -120,7 +120,7 @@ describe('Grafana dashboard', () => {
     expect(problems).toEqual([]);
   });
 
-  test('shows throughput, latency, queue depth, outbox lag, money reserved and settled, failures by code', () => {
+  test('shows throughput, latency, refusals by reason, queue depth, outbox lag, money, failures by code, providers, the database pools, Node', () => {
     const all: Selector[] = exprs().flatMap(({ expr }) => checkPromQL(expr, catalog).selectors);
     const series = new Set(all.map((s) => s.series));
     for (const s of [
@@ -132,9 +132,18 @@ describe('Grafana dashboard', () => {
       'tes_settled_micros_total',
       'tes_execution_failures_total',
       'tes_executions_total',
+      'tes_http_rejections_total',
+      'tes_provider_request_duration_seconds_bucket',
+      'tes_provider_request_duration_seconds_count',
+      'tes_db_pool_connections',
+      'tes_db_pool_max_connections',
+      'tes_db_pool_pending_acquires',
+      'nodejs_eventloop_lag_p99_seconds',
     ])
       expect([s, series.has(s)]).toEqual([s, true]);
     expect(exprs().some(({ expr }) => expr.includes('by (error_code)') && expr.includes('tes_execution_failures_total'))).toBe(true);
+    expect(exprs().some(({ expr }) => expr.includes('by (reason)') && expr.includes('tes_http_rejections_total'))).toBe(true);
+    expect(exprs().some(({ expr }) => expr.includes('provider') && expr.includes('outcome!="ok"'))).toBe(true);
   });
 });
 
