@@ -10,15 +10,7 @@ The same surface and semantics as the TypeScript SDK (libs/client): see README.m
 
 from ._follow import DEFAULT_FIRST_EVENT_TIMEOUT_SECONDS, RUN_STRATEGIES, WAIT_SECONDS, PollResult
 from ._http import RetryOptions
-from .client import (
-    CLIENT_VERSION,
-    DEFAULT_BASE_URL,
-    DEFAULT_POLL_INTERVAL_SECONDS,
-    RunArtifact,
-    RunResult,
-    SubmitResult,
-    TesClient,
-)
+from .client import CLIENT_VERSION, DEFAULT_BASE_URL, DEFAULT_POLL_INTERVAL_SECONDS, TesClient
 from .errors import (
     ERROR_CODES,
     ArtifactIntegrityError,
@@ -49,6 +41,7 @@ from .errors import (
 from .events import DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, ExecutionEvents
 from .idempotency import IDEMPOTENCY_KEY_PATTERN, is_valid_idempotency_key, new_idempotency_key
 from .media import UPLOAD_MIME_TYPES, detect_mime_type
+from .results import RunArtifact, RunResult, SubmitResult
 from .sse import SseEvent, SseParser
 from .types import (
     FINAL_STATUSES,

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import io
 import os
 import platform
 import tempfile
 import urllib.parse
-from dataclasses import dataclass, field
-from typing import IO, Iterator, List, Optional, Union, cast
+from typing import IO, Iterator, Optional, Union, cast
 
-from . import _http
+from ._download import fetch_artifact
 from ._follow import (
     DEFAULT_FIRST_EVENT_TIMEOUT_SECONDS,
     WAIT_SECONDS,
@@ -22,18 +20,12 @@ from ._follow import (
     check_strategy,
     follow_execution,
 )
-from ._http import NETWORK_ERRORS, NO_DEADLINE, Deadline, RetryOptions, Transport
-from .errors import (
-    ArtifactIntegrityError,
-    ExecutionUnsuccessfulError,
-    QuoteAboveMaximumError,
-    TesError,
-    TesNetworkError,
-    parse_retry_after,
-)
+from ._http import NO_DEADLINE, Deadline, RetryOptions, Transport
+from .errors import ExecutionUnsuccessfulError, QuoteAboveMaximumError, TesError, parse_retry_after
 from .events import DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, ExecutionEvents
 from .idempotency import is_valid_idempotency_key, new_idempotency_key
 from .media import detect_mime_type
+from .results import PathLike, RunArtifact, RunResult, SubmitResult
 from .types import (
     Artifact,
     Catalog,
@@ -51,59 +43,6 @@ CLIENT_VERSION = "0.1.0"
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 #: service-spec.md §4: poll an execution no more often than every 5 seconds.
 DEFAULT_POLL_INTERVAL_SECONDS = 5.0
-_CHUNK = 65536
-
-PathLike = Union[str, "os.PathLike[str]"]
-
-
-@dataclass(frozen=True)
-class SubmitResult:
-    execution: Execution
-    #: True when the gateway answered a resend with the execution it had already created.
-    replayed: bool
-    #: Seconds the gateway asked the caller to wait before the first poll (202 Retry-After).
-    retry_after_seconds: Optional[int]
-    #: The gateway honoured ``wait_seconds``: the execution ended within the wait.
-    preference_applied: bool
-
-
-@dataclass(frozen=True)
-class RunArtifact:
-    """One file an execution made, with download helpers (each checks size and sha256)."""
-
-    id: str
-    format: str
-    mime_type: str
-    size_bytes: int
-    sha256: str
-    expires_at: str
-    execution_id: str
-    _client: TesClient = field(repr=False, compare=False)
-
-    def download(self) -> bytes:
-        """The bytes, checked against size_bytes and sha256."""
-        return self._client.download(self.execution_id, self.id)
-
-    def download_to(self, path: PathLike) -> str:
-        """Saves the file (checked) at ``path``, or as ``<id>.<format>`` inside it when it is a folder."""
-        target = os.fspath(path)
-        if os.path.isdir(target):
-            target = os.path.join(target, f"{self.id}.{self.format}")
-        return self._client.download_to(self.execution_id, self.id, target)
-
-    def download_url(self) -> Download:
-        """A fresh presigned URL (≤ 300 s; private: do not log it)."""
-        return self._client.download_url(self.execution_id, self.id)
-
-
-@dataclass(frozen=True)
-class RunResult:
-    execution: Execution
-    artifacts: List[RunArtifact]
-    quote: Quote
-    idempotency_key: str
-    #: True when the accepted answer was a replay of an earlier send of this run's submit.
-    replayed: bool
 
 
 def _check_micros(name: str, value: object) -> int:
@@ -327,51 +266,7 @@ class TesClient:
         return target
 
     def _download(self, execution_id: str, artifact_id: str, sink: IO[bytes]) -> None:
-        """A failed fetch asks for a fresh URL each time (URLs expire). The object-storage
-        request carries no API key, and redirects are not followed."""
-        attempt = 0
-        while True:
-            attempt += 1
-            link = self.download_url(execution_id, artifact_id)
-            sink.seek(0)
-            sink.truncate()
-            digest = hashlib.sha256()
-            size = 0
-            try:
-                conn, target = _http.connect(link["url"], self.retry.attempt_timeout_seconds)
-                try:
-                    conn.request("GET", target, headers={"User-Agent": self._http.user_agent})
-                    res = conn.getresponse()
-                    if res.status != 200:
-                        res.read()
-                        raise TesError(
-                            "artifact_download_failed",
-                            f"artifact {artifact_id}: object storage answered HTTP {res.status}",
-                        )
-                    while True:
-                        chunk = res.read(_CHUNK)
-                        if not chunk:
-                            break
-                        digest.update(chunk)
-                        size += len(chunk)
-                        sink.write(chunk)
-                finally:
-                    conn.close()
-            except (TesError, *NETWORK_ERRORS) as err:
-                if attempt >= self.retry.max_attempts:
-                    if isinstance(err, TesError):
-                        raise
-                    raise TesNetworkError(f"artifact {artifact_id}: download failed after {attempt} attempts") from err
-                _http.sleep(_http.backoff_seconds(attempt, self.retry))
-                continue
-            sink.flush()
-            sha256 = digest.hexdigest()
-            if size != link["sizeBytes"] or sha256 != link["sha256"]:
-                raise ArtifactIntegrityError(
-                    f"artifact {artifact_id}: got {size} bytes with sha256 {sha256}, "
-                    f"expected {link['sizeBytes']} bytes with {link['sha256']}"
-                )
-            return
+        fetch_artifact(lambda: self.download_url(execution_id, artifact_id), artifact_id, sink, self.retry, self._http.user_agent)
 
     def project(self) -> Project:
         """GET /tools/project: organization, project, key, balance and cap of this key."""
