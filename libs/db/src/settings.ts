@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { canonicalJson, sha256Hex } from '@tes/core';
+import { AppError, canonicalJson, sha256Hex } from '@tes/core';
 
 export interface PriceVersionRecord {
   version: string;
@@ -28,13 +28,25 @@ export async function getPriceVersion(db: Knex, version: string): Promise<PriceV
 /**
  * Publishes a price list. Content equal to the current list keeps the current version;
  * any change of content gives a new version `YYYY-MM-DD.N`. Serialized by an advisory lock
- * so two operators publishing at once cannot mint the same version.
+ * so two operators publishing at once cannot mint the same version. With `expectVersion`
+ * (null: none published yet) it is a compare-and-set: under the same lock, a current version
+ * other than the expected one refuses with price_version_mismatch and publishes nothing.
  */
-export async function publishPrices(db: Knex, prices: unknown, now: Date = new Date()): Promise<{ priceVersion: string; created: boolean }> {
+export async function publishPrices(
+  db: Knex,
+  prices: unknown,
+  options: { now?: Date; expectVersion?: string | null } = {},
+): Promise<{ priceVersion: string; created: boolean }> {
   const hash = sha256Hex(canonicalJson(prices));
+  const now = options.now ?? new Date();
   return db.transaction(async (trx) => {
     await trx.raw("SELECT pg_advisory_xact_lock(hashtext('tes.publish_prices'))");
     const current = await trx<PriceVersionRow>('price_versions').select('version', 'content_sha256').orderBy('seq', 'desc').first();
+    if (options.expectVersion !== undefined && (current?.version ?? null) !== options.expectVersion) {
+      throw new AppError('price_version_mismatch', `the current price version is ${current?.version ?? 'none'}, not ${options.expectVersion ?? 'none'}`, {
+        details: { currentVersion: current?.version ?? null },
+      });
+    }
     if (current?.content_sha256 === hash) return { priceVersion: current.version, created: false };
     const day = now.toISOString().slice(0, 10);
     const sameDay = await trx('price_versions').count<{ n: string }[]>({ n: '*' }).where('version', 'like', `${day}.%`);

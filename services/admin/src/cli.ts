@@ -1,29 +1,43 @@
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
-import { isAppError } from '@tes/core';
 import { COMMANDS } from './commands';
-import { UsageError, type CommandSpec } from './spec';
+import { UsageError, type CommandSpec, type OptionSpec } from './spec';
 
 export interface CliIo {
   out: (text: string) => void;
   err: (text: string) => void;
 }
 
+const JSON_OPTION: OptionSpec = { description: 'print the result as JSON instead of tables', type: 'boolean' };
+
+/** The options a command takes: its own, and --json when it prints tables. */
+function optionsOf(c: CommandSpec): Record<string, OptionSpec> {
+  return c.render ? { ...c.options, json: JSON_OPTION } : c.options;
+}
+
 function commandHelp(c: CommandSpec): string {
-  const lines = [`usage: admin ${c.name}${c.positionals ? ` ${c.positionals}` : ''}${Object.keys(c.options).length ? ' [options]' : ''}`, '', c.summary, ''];
-  for (const [name, o] of Object.entries(c.options)) lines.push(`  --${name.padEnd(20)} ${o.description}${o.required ? ' (required)' : ''}`);
+  const options = optionsOf(c);
+  const lines = [`usage: admin ${c.name}${c.positionals ? ` ${c.positionals}` : ''}${Object.keys(options).length ? ' [options]' : ''}`, '', c.summary, ''];
+  for (const [name, o] of Object.entries(options)) {
+    const flag = o.type === 'boolean' ? `--${name}` : `--${name} <value>`;
+    lines.push(`  ${flag.padEnd(28)} ${o.description}${o.required ? ' (required)' : ''}`);
+  }
+  if (c.notes) lines.push('', ...c.notes);
   return lines.join('\n');
 }
 
 function generalHelp(): string {
   return [
-    'usage: npm run admin -- <command> [options]     (JSON on stdout)',
+    'usage: npm run admin -- <command> [options]',
     '',
     'commands:',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(24)} ${c.summary}`),
     '',
-    'Each command takes --help. Configuration comes from the environment (DATABASE_URL, ...).',
-    'Exit status: 0 ok, 1 failed (ledger audit: invariant broken), 2 bad usage.',
+    'Each command takes --help. Read commands (list, show) print tables, or JSON with --json;',
+    'the others print JSON. Money is shown in micro-USD and in dollars (1 USD = 1000000 micros).',
+    'Configuration comes from the environment (DATABASE_URL, ...).',
+    'Exit status: 0 ok; 1 failed precondition (an unknown id, a state the command cannot act on,',
+    'a price list changed since export; ledger audit: an invariant broken); 2 bad usage.',
   ].join('\n');
 }
 
@@ -35,6 +49,10 @@ function findCommand(argv: string[]): { command: CommandSpec; rest: string[] } |
     if (words.every((w, i) => argv[i] === w)) return { command: c, rest: argv.slice(words.length) };
   }
   return null;
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<string> {
+  return typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
 }
 
 /**
@@ -56,18 +74,19 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Pr
     io.out(commandHelp(command));
     return 0;
   }
-  let values: Record<string, string | undefined>;
+  const options = optionsOf(command);
+  let values: Record<string, string | boolean | undefined>;
   let positionals: string[];
   try {
     const parsed = parseArgs({
       args: rest,
-      options: Object.fromEntries(Object.keys(command.options).map((k) => [k, { type: 'string' as const }])),
+      options: Object.fromEntries(Object.entries(options).map(([k, o]) => [k, { type: o.type ?? ('string' as const) }])),
       allowPositionals: command.positionals !== undefined,
       strict: true,
     });
     values = parsed.values;
     positionals = parsed.positionals;
-    for (const [k, o] of Object.entries(command.options)) {
+    for (const [k, o] of Object.entries(options)) {
       if (o.required && (values[k] === undefined || values[k] === '')) throw new UsageError(`--${k} is required`);
     }
   } catch (err) {
@@ -76,16 +95,20 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Pr
   }
   const db = connect();
   try {
-    const result = await command.run(db, values, positionals);
-    io.out(JSON.stringify(result, null, 2));
+    const result = await command.run(db, values, positionals, (text) => io.err(`note: ${text}`));
+    if (typeof result === 'string') io.out(result);
+    else if (isAsyncIterable(result)) for await (const chunk of result) io.out(chunk);
+    else if (command.render && values.json !== true) io.out((command.render as (r: unknown) => string)(result));
+    else io.out(JSON.stringify(result, null, 2));
     if (command.name === 'ledger audit' && !(result as { ok: boolean }).ok) return 1;
     return 0;
   } catch (err) {
-    // Input the database refused (an unknown id): a usage error, like the checks above.
-    if (err instanceof UsageError || (isAppError(err) && err.code === 'invalid_request')) {
-      io.err(JSON.stringify({ error: err.message }));
+    if (err instanceof UsageError) {
+      io.err(JSON.stringify({ error: err.message, usage: commandHelp(command) }));
       return 2;
     }
+    // Everything else is a failed precondition (a PreconditionError, or an AppError from @tes/db
+    // such as an unknown project) or a failure (the database unreachable): exit 1.
     io.err(JSON.stringify({ error: (err as Error).message }));
     return 1;
   } finally {

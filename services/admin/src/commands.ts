@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Knex } from 'knex';
 import { checkPriceList, DEFAULT_PRICE_LIST } from '@tes/catalog';
-import { generateKeySecret, isScope, ROLES, SCOPES, type Role, type Scope } from '@tes/core';
+import { generateKeySecret, isAppError, isScope, ROLES, SCOPES, type Role, type Scope } from '@tes/core';
 import {
   auditLedger,
   createApiKey,
@@ -17,7 +17,8 @@ import {
   setMonthlyCap,
   settleExecution,
 } from '@tes/db';
-import { micros, required, UsageError, type CommandSpec } from './spec';
+import { READ_COMMANDS } from './read-commands';
+import { idOption, micros, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 import { WEBHOOK_COMMANDS } from './webhook-commands';
 
 async function devSeed(db: Knex): Promise<{ organizationId: string; projectId: string; keyId: string; secret: string; availableMicros: number }> {
@@ -52,7 +53,7 @@ export const COMMANDS: CommandSpec[] = [
     },
     run: (db, o) =>
       createProject(db, {
-        organizationId: required(o, 'org'),
+        organizationId: idOption(required(o, 'org'), 'org', '--org'),
         name: required(o, 'name'),
         monthlyCapMicros: o['monthly-cap-micros'] === undefined ? null : micros(o['monthly-cap-micros'], '--monthly-cap-micros'),
       }),
@@ -74,15 +75,17 @@ export const COMMANDS: CommandSpec[] = [
         .filter(Boolean);
       const bad = scopes.filter((s) => !isScope(s));
       if (bad.length > 0 || scopes.length === 0) throw new UsageError(`unknown scopes: ${bad.join(', ') || '(none given)'}; allowed: ${SCOPES.join(', ')}`);
-      const role = (o.role ?? 'MEMBER') as Role;
+      const projectId = idOption(required(o, 'project'), 'prj', '--project');
+      const role = (optional(o, 'role') ?? 'MEMBER') as Role;
       if (!ROLES.includes(role)) throw new UsageError('--role must be ADMIN or MEMBER');
       let expiresAt: Date | null = null;
-      if (o['expires-at'] !== undefined) {
-        expiresAt = new Date(o['expires-at']);
+      const expiresArg = optional(o, 'expires-at');
+      if (expiresArg !== undefined) {
+        expiresAt = new Date(expiresArg);
         if (Number.isNaN(expiresAt.getTime())) throw new UsageError('--expires-at must be an RFC 3339 time');
       }
       const { lookupId, secret } = generateKeySecret();
-      return createApiKey(db, { projectId: required(o, 'project'), name: required(o, 'name'), scopes: scopes as Scope[], role, expiresAt, secret, lookupId });
+      return createApiKey(db, { projectId, name: required(o, 'name'), scopes: scopes as Scope[], role, expiresAt, secret, lookupId });
     },
   },
   {
@@ -90,8 +93,9 @@ export const COMMANDS: CommandSpec[] = [
     summary: 'Revoke an API key (every gateway refuses it as soon as this commits).',
     options: { key: { description: 'key id (key_...)', required: true } },
     run: async (db, o) => {
-      const r = await revokeApiKey(db, required(o, 'key'));
-      if (!r) throw new UsageError(`key ${o.key} not found`);
+      const keyId = idOption(required(o, 'key'), 'key', '--key');
+      const r = await revokeApiKey(db, keyId);
+      if (!r) throw new PreconditionError(`key ${keyId} not found`);
       return r;
     },
   },
@@ -106,14 +110,19 @@ export const COMMANDS: CommandSpec[] = [
     run: async (db, o) => {
       const amount = micros(o.micros, '--micros');
       if (amount <= 0) throw new UsageError('--micros must be greater than 0');
-      return creditBalance(db, { projectId: required(o, 'project'), micros: amount, reference: o.reference ?? null });
+      return creditBalance(db, {
+        projectId: idOption(required(o, 'project'), 'prj', '--project'),
+        micros: amount,
+        reference: optional(o, 'reference') ?? null,
+      });
     },
   },
   {
     name: 'cap set',
     summary: 'Set or remove the monthly cap of a project.',
     options: { project: { description: 'project id', required: true }, micros: { description: 'cap in micro-USD, or "none"', required: true } },
-    run: (db, o) => setMonthlyCap(db, required(o, 'project'), required(o, 'micros') === 'none' ? null : micros(o.micros, '--micros')),
+    run: (db, o) =>
+      setMonthlyCap(db, idOption(required(o, 'project'), 'prj', '--project'), required(o, 'micros') === 'none' ? null : micros(o.micros, '--micros')),
   },
   {
     name: 'execution resolve',
@@ -127,10 +136,11 @@ export const COMMANDS: CommandSpec[] = [
       const status = required(o, 'status');
       if (status !== 'succeeded' && status !== 'failed') throw new UsageError('--status must be succeeded or failed');
       const charge = micros(o['charge-micros'], '--charge-micros');
-      const e = await getExecutionById(db, required(o, 'execution'));
-      if (!e) throw new UsageError(`execution ${o.execution} not found`);
-      if (e.status !== 'needs_review') throw new UsageError(`execution is ${e.status}; only needs_review can be resolved`);
-      if (charge > e.reservedMicros) throw new UsageError(`--charge-micros ${charge} exceeds the reservation ${e.reservedMicros}`);
+      const executionId = idOption(required(o, 'execution'), 'exe', '--execution');
+      const e = await getExecutionById(db, executionId);
+      if (!e) throw new PreconditionError(`execution ${executionId} not found`);
+      if (e.status !== 'needs_review') throw new PreconditionError(`execution is ${e.status}; only needs_review can be resolved`);
+      if (charge > e.reservedMicros) throw new PreconditionError(`--charge-micros ${charge} exceeds the reservation ${e.reservedMicros}`);
       const settled = await settleExecution(db, {
         executionId: e.id,
         projectId: e.projectId,
@@ -142,7 +152,7 @@ export const COMMANDS: CommandSpec[] = [
         errorCode: status === 'failed' ? (e.errorCode ?? 'provider_error') : null,
         errorMessage: status === 'failed' ? e.errorMessage : null,
       });
-      if (!settled) throw new UsageError('the execution changed meanwhile; nothing was settled');
+      if (!settled) throw new PreconditionError('the execution changed meanwhile; nothing was settled');
       return { id: e.id, status, chargedMicros: settled.chargedMicros, reservedMicros: settled.reservedMicros };
     },
   },
@@ -160,25 +170,57 @@ export const COMMANDS: CommandSpec[] = [
   },
   {
     name: 'prices export',
-    summary: 'Print the current price list, in the form `prices publish` reads.',
+    summary: 'Print the current price list, in the form `prices publish` reads; stderr names the version to expect.',
     options: {},
-    run: async (db) => (await getCurrentPriceVersion(db))?.prices ?? DEFAULT_PRICE_LIST,
+    run: async (db, _o, _p, note) => {
+      const current = await getCurrentPriceVersion(db);
+      const version = current?.version ?? 'none';
+      note(`current priceVersion ${version}: after editing, publish with --expect-version ${version}`);
+      return current?.prices ?? DEFAULT_PRICE_LIST;
+    },
   },
   {
     name: 'prices publish',
-    summary: 'Publish a price list; any change of content gives a new priceVersion.',
-    options: { file: { description: 'path to the price list JSON', required: true } },
-    run: async (db, o) => {
+    summary: 'Publish a price list; any change of content gives a new priceVersion. With --expect-version, only over that version.',
+    options: {
+      file: { description: 'path to the price list JSON', required: true },
+      'expect-version': {
+        description: 'the priceVersion the file was exported from (`prices export` prints it); refused (exit 1) if someone published since. "none" before any',
+      },
+    },
+    notes: [
+      'The safe edit: npm run admin -- prices export > prices.json   (stderr: "current priceVersion V ...")',
+      '              edit prices.json; npm run admin -- prices publish --file prices.json --expect-version V',
+    ],
+    run: async (db, o, _p, note) => {
       let parsed: unknown;
       try {
         parsed = JSON.parse(await readFile(required(o, 'file'), 'utf8'));
       } catch (err) {
-        throw new UsageError(`cannot read ${o.file}: ${(err as Error).message}`);
+        throw new UsageError(`cannot read ${String(o.file)}: ${(err as Error).message}`);
       }
       const problems = checkPriceList(parsed);
       if (problems.length > 0) throw new UsageError(`invalid price list:\n  - ${problems.join('\n  - ')}`);
-      const { priceVersion } = await publishPrices(db, parsed);
-      return { priceVersion };
+      const expected = optional(o, 'expect-version');
+      if (expected !== undefined && expected !== 'none' && !/^\d{4}-\d{2}-\d{2}\.\d+$/.test(expected)) {
+        throw new UsageError('--expect-version must be a priceVersion (YYYY-MM-DD.N) or none');
+      }
+      if (expected === undefined) note('published without --expect-version: a change published since your export would be overwritten');
+      try {
+        const { priceVersion, created } = await publishPrices(
+          db,
+          parsed,
+          expected === undefined ? {} : { expectVersion: expected === 'none' ? null : expected },
+        );
+        return { priceVersion, created };
+      } catch (err) {
+        if (isAppError(err) && err.code === 'price_version_mismatch') {
+          throw new PreconditionError(
+            `${err.message}: someone published since your export; nothing was published. Export again, re-apply your edit, and publish with --expect-version ${(err.details?.currentVersion as string | null | undefined) ?? 'none'}`,
+          );
+        }
+        throw err;
+      }
     },
   },
   {
@@ -188,6 +230,7 @@ export const COMMANDS: CommandSpec[] = [
     run: (db) => auditLedger(db),
   },
   ...WEBHOOK_COMMANDS,
+  ...READ_COMMANDS,
   {
     name: 'dev seed',
     summary: 'Create an organization, a project with $100 and an all-scopes ADMIN key; print them.',

@@ -3,6 +3,11 @@ import { createDb } from '@tes/db';
 import { runCli } from './cli';
 
 async function main(): Promise<void> {
+  // `admin ledger export … | head`: the reader went away; stop quietly instead of an EPIPE trace.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
   let config;
   try {
     config = loadConfig();

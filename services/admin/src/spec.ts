@@ -1,27 +1,72 @@
 import type { Knex } from 'knex';
+import { isId, type IdPrefix } from '@tes/core';
 
-/** A usage or input error: exit 2 with the message, nothing changed. */
+/** Bad usage: a missing or malformed option. Exit 2 with the message; nothing was read or changed. */
 export class UsageError extends Error {}
+
+/**
+ * A well-formed command the database's state refuses: an unknown id, an execution not in the
+ * state the command needs, a price list changed since it was exported. Exit 1, nothing changed.
+ */
+export class PreconditionError extends Error {}
+
+export interface OptionSpec {
+  description: string;
+  required?: boolean;
+  /** A flag without a value (--json); every other option takes a string. */
+  type?: 'boolean';
+}
 
 export interface CommandSpec {
   /** e.g. "key create" */
   name: string;
   summary: string;
-  options: Record<string, { description: string; required?: boolean }>;
+  options: Record<string, OptionSpec>;
   /** Positional arguments, described for --help. */
   positionals?: string;
-  run(db: Knex, opts: Record<string, string | undefined>, positionals: string[]): Promise<unknown>;
+  /** Lines of --help after the options: examples, what each column means. */
+  notes?: string[];
+  /**
+   * The result, printed as JSON unless `render` is given. A string is printed as it is; an
+   * async iterable of strings is printed chunk by chunk (an export that does not fit in memory).
+   * `note` writes a line for the operator to stderr, apart from the result.
+   */
+  run(db: Knex, opts: Record<string, string | boolean | undefined>, positionals: string[], note: (text: string) => void): Promise<unknown>;
+  /** The human-readable form (tables). With it, the command also takes --json for the result as JSON. */
+  render?: (result: never) => string;
 }
 
-export function micros(value: string | undefined, name: string): number {
-  if (value === undefined || !/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+export function micros(value: string | boolean | undefined, name: string): number {
+  if (typeof value !== 'string' || !/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
     throw new UsageError(`${name} must be a whole number of micro-USD (1 USD = 1000000)`);
   }
   return Number(value);
 }
 
-export function required(opts: Record<string, string | undefined>, name: string): string {
+export function required(opts: Record<string, string | boolean | undefined>, name: string): string {
   const v = opts[name];
-  if (v === undefined || v === '') throw new UsageError(`--${name} is required`);
+  if (typeof v !== 'string' || v === '') throw new UsageError(`--${name} is required`);
   return v;
+}
+
+/** An optional string option (a boolean never reaches here: parseArgs types each option). */
+export function optional(opts: Record<string, string | boolean | undefined>, name: string): string | undefined {
+  const v = opts[name];
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** An id of this kind: a malformed one is bad usage (exit 2); whether it exists is the command's to check (exit 1). */
+export function idOption(value: string, prefix: IdPrefix, name: string): string {
+  if (isId(prefix, value)) return value;
+  throw new UsageError(`${name} must be an id of the form ${prefix}_… (got ${JSON.stringify(String(value).slice(0, 60))})`);
+}
+
+/** A command whose `render` takes what its `run` returns (checked here, erased in COMMANDS). */
+export function command<R>(
+  spec: Omit<CommandSpec, 'run' | 'render'> & {
+    run(db: Knex, opts: Record<string, string | boolean | undefined>, positionals: string[], note: (text: string) => void): Promise<R>;
+    render?: (result: R) => string;
+  },
+): CommandSpec {
+  return spec;
 }

@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import { isId } from '@tes/core';
 import {
   createWebhookEndpoint,
   deleteWebhookEndpoint,
@@ -9,7 +8,7 @@ import {
   WEBHOOK_EVENTS,
   type WebhookEvent,
 } from '@tes/db';
-import { required, UsageError, type CommandSpec } from './spec';
+import { idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 
 /** An http(s) URL without credentials in it (a secret in a URL ends up in logs and proxies). */
 function endpointUrl(raw: string): string {
@@ -43,7 +42,7 @@ function events(raw: string | undefined): WebhookEvent[] | undefined {
 }
 
 async function projectExists(db: Knex, projectId: string): Promise<void> {
-  if (!isId('prj', projectId) || !(await db('projects').where({ id: projectId }).first('id'))) throw new UsageError(`project ${projectId} not found`);
+  if (!(await db('projects').where({ id: projectId }).first('id'))) throw new PreconditionError(`project ${projectId} not found`);
 }
 
 /** Webhook endpoints per project, and what was delivered to them (issue #13). */
@@ -57,9 +56,9 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
       events: { description: `comma-separated subset of ${WEBHOOK_EVENTS.join(',')} (default: all)` },
     },
     run: async (db, o) => {
-      const projectId = required(o, 'project');
+      const projectId = idOption(required(o, 'project'), 'prj', '--project');
       const url = endpointUrl(required(o, 'url'));
-      const subscribed = events(o.events);
+      const subscribed = events(optional(o, 'events'));
       await projectExists(db, projectId);
       const e = await createWebhookEndpoint(db, { projectId, url, ...(subscribed ? { events: subscribed } : {}) });
       return { id: e.id, secret: e.secret, url: e.url, events: e.events };
@@ -70,7 +69,7 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
     summary: "List a project's webhook endpoints (never their secrets).",
     options: { project: { description: 'project id (prj_...)', required: true } },
     run: async (db, o) => {
-      const projectId = required(o, 'project');
+      const projectId = idOption(required(o, 'project'), 'prj', '--project');
       await projectExists(db, projectId);
       return { data: await listWebhookEndpoints(db, projectId) };
     },
@@ -80,8 +79,8 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
     summary: 'Delete a webhook endpoint: nothing more is sent to it, and its pending deliveries end failed.',
     options: { id: { description: 'endpoint id (whk_...)', required: true } },
     run: async (db, o) => {
-      const id = required(o, 'id');
-      if (!isId('whk', id) || !(await deleteWebhookEndpoint(db, id))) throw new UsageError(`webhook endpoint ${id} not found`);
+      const id = idOption(required(o, 'id'), 'whk', '--id');
+      if (!(await deleteWebhookEndpoint(db, id))) throw new PreconditionError(`webhook endpoint ${id} not found`);
       return { id, deleted: true };
     },
   },
@@ -90,8 +89,8 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
     summary: "An execution's webhook deliveries: event, endpoint, status, attempts, last status code, next retry.",
     options: { execution: { description: 'execution id (exe_...)', required: true } },
     run: async (db, o) => {
-      const executionId = required(o, 'execution');
-      if (!isId('exe', executionId) || !(await getExecutionById(db, executionId))) throw new UsageError(`execution ${executionId} not found`);
+      const executionId = idOption(required(o, 'execution'), 'exe', '--execution');
+      if (!(await getExecutionById(db, executionId))) throw new PreconditionError(`execution ${executionId} not found`);
       return { data: await listWebhookDeliveries(db, executionId) };
     },
   },

@@ -168,7 +168,8 @@ describe('operator flow', () => {
       replayed: true,
     });
     const clash = await cli('balance', 'credit', '--project', projectId, '--micros', '7', '--reference', 'inv-1');
-    expect(clash.code).not.toBe(0);
+    expect(clash.code).toBe(1);
+    expect(JSON.parse(clash.err).error).toMatch(/already used/);
     expect((await cli('balance', 'credit', '--project', projectId, '--micros', '1', '--reference', 'inv-2')).json()).toEqual({ availableMicros: 3_000_001 });
     expect((await db('projects').where({ id: projectId }).first()).available_micros).toBe(3_000_001);
     const credit = await db('ledger_entries').where({ project_id: projectId, reference: 'inv-1' }).orderBy('account');
@@ -188,12 +189,13 @@ describe('operator flow', () => {
     expect(await capOf()).toBeNull();
   });
 
-  it('key revoke sets revokedAt; an unknown key exits 2', async () => {
+  it('key revoke sets revokedAt; an unknown key exits 1, a malformed one 2', async () => {
     const r = await cli('key', 'revoke', '--key', keyId);
     expect(r.code).toBe(0);
     expect(r.json()).toEqual({ id: keyId, revokedAt: expect.any(String) });
     expect((await db('api_keys').where({ id: keyId }).first()).revoked_at).not.toBeNull();
-    expect((await cli('key', 'revoke', '--key', newId('key'))).code).toBe(2);
+    expect((await cli('key', 'revoke', '--key', newId('key'))).code).toBe(1);
+    expect((await cli('key', 'revoke', '--key', 'sk_live_x')).code).toBe(2);
   });
 
   it('execution-enabled set false/true; anything else exits 2', async () => {
@@ -220,7 +222,7 @@ describe('operator flow', () => {
     expect(first).toMatch(/^\d{4}-\d{2}-\d{2}\.\d+$/);
     // same content with keys in another order is the same list
     const reordered = { tools: Object.fromEntries(Object.entries(exported.tools).reverse()), currency: 'usd' };
-    expect((await cli('prices', 'publish', '--file', await jsonFile('b.json', reordered))).json()).toEqual({ priceVersion: first });
+    expect((await cli('prices', 'publish', '--file', await jsonFile('b.json', reordered))).json()).toEqual({ priceVersion: first, created: false });
 
     const changed = structuredClone(exported);
     changed.tools['image.render'].models.sharp.unitPriceMicros = 2_000;
@@ -240,6 +242,46 @@ describe('operator flow', () => {
       expect(r.out).toBe('');
     }
     expect(await count('price_versions')).toBe(versions);
+  });
+
+  it('prices export names the version to expect; publish --expect-version is a compare-and-set', async () => {
+    const exported = await cli('prices', 'export');
+    const current = (await db('price_versions').orderBy('seq', 'desc').first()).version as string;
+    expect(exported.err).toBe(`note: current priceVersion ${current}: after editing, publish with --expect-version ${current}`);
+    const mine = exported.json();
+    mine.tools['image.render'].models.sharp.unitPriceMicros = 3_000;
+    const myFile = await jsonFile('mine.json', mine);
+
+    // a colleague publishes meanwhile
+    const theirs = structuredClone(exported.json());
+    theirs.tools['image.render'].models.sharp.minimumMicros = 7;
+    const colleague = await cli('prices', 'publish', '--file', await jsonFile('theirs.json', theirs), '--expect-version', current);
+    expect(colleague.code).toBe(0);
+    const theirVersion = colleague.json().priceVersion as string;
+    expect(theirVersion).not.toBe(current);
+
+    const versions = await count('price_versions');
+    const stale = await cli('prices', 'publish', '--file', myFile, '--expect-version', current);
+    expect(stale.code).toBe(1);
+    expect(stale.out).toBe('');
+    expect(JSON.parse(stale.err).error).toBe(
+      `the current price version is ${theirVersion}, not ${current}: someone published since your export; nothing was published. ` +
+        `Export again, re-apply your edit, and publish with --expect-version ${theirVersion}`,
+    );
+    expect(await count('price_versions')).toBe(versions);
+    expect((await cli('prices', 'export')).json()).toEqual(theirs);
+    expect((await cli('prices', 'publish', '--file', myFile, '--expect-version', 'none')).code).toBe(1);
+    expect((await cli('prices', 'publish', '--file', myFile, '--expect-version', 'latest')).code).toBe(2);
+    expect(await count('price_versions')).toBe(versions);
+
+    const fresh = await cli('prices', 'publish', '--file', myFile, '--expect-version', theirVersion);
+    expect(fresh.code).toBe(0);
+    expect(fresh.err).toBe('');
+    expect(fresh.json()).toEqual({ priceVersion: expect.not.stringMatching(theirVersion), created: true });
+    // without --expect-version it still publishes, and says what that risks
+    const blind = await cli('prices', 'publish', '--file', await jsonFile('blind.json', theirs));
+    expect(blind.code).toBe(0);
+    expect(blind.err).toMatch(/^note: published without --expect-version/);
   });
 
   it('ledger audit is ok after credits', async () => {
@@ -272,14 +314,14 @@ describe('operator flow', () => {
     expect(report.problems.every((p: { projectId?: string }) => p.projectId === projectId)).toBe(true);
   });
 
-  it('execution resolve refuses an unknown execution or a bad status with exit 2', async () => {
+  it('execution resolve refuses an unknown execution with exit 1, a bad status with exit 2', async () => {
     const missing = await cli('execution', 'resolve', '--execution', newId('exe'), '--status', 'failed', '--charge-micros', '0');
-    expect(missing.code).toBe(2);
+    expect(missing.code).toBe(1);
     expect(JSON.parse(missing.err).error).toMatch(/not found/);
     expect((await cli('execution', 'resolve', '--execution', newId('exe'), '--status', 'done', '--charge-micros', '0')).code).toBe(2);
   });
 
-  it('an unknown organization or project is a usage error (exit 2), not a failure', async () => {
+  it('an unknown organization or project is a failed precondition (exit 1); a malformed id is bad usage (exit 2)', async () => {
     const cases = [
       ['project', 'create', '--org', newId('org'), '--name', 'x'],
       ['key', 'create', '--project', newId('prj'), '--name', 'x', '--scopes', 'tools:read'],
@@ -288,8 +330,12 @@ describe('operator flow', () => {
     ];
     for (const argv of cases) {
       const r = await cli(...argv);
-      expect(r.code).toBe(2);
+      expect(r.code).toBe(1);
+      expect(r.out).toBe('');
       expect(JSON.parse(r.err).error).toMatch(/not found/);
+      const malformed = await cli(...argv.map((a) => (a.startsWith('org_') || a.startsWith('prj_') ? 'acme' : a)));
+      expect(malformed.code).toBe(2);
+      expect(JSON.parse(malformed.err).error).toMatch(/must be an id/);
     }
   });
 });

@@ -41,11 +41,11 @@ it('webhook create prints the secret once; list never shows it; delete ends pend
 
   const deleted = await cli('webhook', 'delete', '--id', e.id as string);
   expect(deleted.json()).toEqual({ id: e.id, deleted: true });
-  expect((await cli('webhook', 'delete', '--id', e.id as string)).code).toBe(2);
+  expect((await cli('webhook', 'delete', '--id', e.id as string)).code).toBe(1);
   expect(((await cli('webhook', 'list', '--project', p.projectId)).json().data as unknown[]).length).toBe(1);
 });
 
-it('refuses bad input with exit 2 and changes nothing', async () => {
+it('refuses bad input with exit 2, unknown ids with exit 1, and changes nothing', async () => {
   const p = await seedProject(db);
   const before = Number((await db('webhook_endpoints').count<{ n: string }[]>({ n: '*' }))[0]!.n);
   for (const argv of [
@@ -53,13 +53,22 @@ it('refuses bad input with exit 2 and changes nothing', async () => {
     ['webhook', 'create', '--project', p.projectId, '--url', 'ftp://x.test/'],
     ['webhook', 'create', '--project', p.projectId, '--url', 'https://user:pw@x.test/'],
     ['webhook', 'create', '--project', p.projectId, '--url', 'https://x.test/', '--events', 'execution.started'],
-    ['webhook', 'create', '--project', 'prj_01ARZ3NDEKTSV4RRFFQ69G5FAV', '--url', 'https://x.test/'],
-    ['webhook', 'deliveries', '--execution', 'exe_01ARZ3NDEKTSV4RRFFQ69G5FAV'],
     ['webhook', 'delete', '--id', 'nope'],
+    ['webhook', 'list', '--project', 'web'],
   ]) {
     const r = await cli(...argv);
     expect({ argv, code: r.code }).toEqual({ argv, code: 2 });
     expect(() => JSON.parse(r.err) as unknown).not.toThrow();
+  }
+  for (const argv of [
+    ['webhook', 'create', '--project', 'prj_01ARZ3NDEKTSV4RRFFQ69G5FAV', '--url', 'https://x.test/'],
+    ['webhook', 'list', '--project', 'prj_01ARZ3NDEKTSV4RRFFQ69G5FAV'],
+    ['webhook', 'deliveries', '--execution', 'exe_01ARZ3NDEKTSV4RRFFQ69G5FAV'],
+    ['webhook', 'delete', '--id', 'whk_01ARZ3NDEKTSV4RRFFQ69G5FAV'],
+  ]) {
+    const r = await cli(...argv);
+    expect({ argv, code: r.code }).toEqual({ argv, code: 1 });
+    expect((JSON.parse(r.err) as { error: string }).error).toMatch(/not found/);
   }
   expect(Number((await db('webhook_endpoints').count<{ n: string }[]>({ n: '*' }))[0]!.n)).toBe(before);
 });
