@@ -129,15 +129,32 @@ class FollowTest(unittest.TestCase):
 
     def test_a_timeout_raises_an_abort_error_naming_the_execution_which_goes_on(self) -> None:
         tes = client()
-        started = time.monotonic()
-        with self.assertRaises(TesAbortError) as caught:
-            tes.run("test.sleep", sleep_args(3, 2, cost=1), timeout=1)
-        self.assertLess(time.monotonic() - started, 3)
-        execution_id = caught.exception.execution_id
-        assert execution_id is not None
+        args = sleep_args(4, 2, cost=1)
+        quote = tes.quote("test.sleep", args)
+        submitted = tes.submit(
+            "test.sleep",
+            args,
+            price_version=quote["priceVersion"],
+            maximum_charge_micros=quote["maximumChargeMicros"],
+            idempotency_key=f"py-timeout-{time.time_ns()}",
+        )
+        execution_id = submitted.execution["id"]
+        for strategy in ("auto", "poll"):
+            started = time.monotonic()
+            with self.assertRaises(TesAbortError) as caught:
+                tes.wait(execution_id, strategy=strategy, timeout=1)
+            self.assertLess(time.monotonic() - started, 3.5)
+            self.assertEqual((caught.exception.code, caught.exception.execution_id), ("aborted", execution_id))
         self.assertIn(tes.execution(execution_id)["status"], ("queued", "running"))
         tes.cancel(execution_id)
         self.assertEqual(tes.wait(execution_id, timeout=60)["status"], "cancelled")
+        # run() names the execution it submitted when its timeout runs out
+        with self.assertRaises(TesAbortError) as during_run:
+            tes.run("test.sleep", sleep_args(6, 2, cost=1), timeout=4)
+        ran_id = during_run.exception.execution_id
+        assert ran_id is not None
+        tes.cancel(ran_id)
+        self.assertEqual(tes.wait(ran_id, timeout=60)["status"], "cancelled")
 
     def test_a_stream_to_nowhere_is_a_network_error(self) -> None:
         tes = client(base_url="http://127.0.0.1:9")  # discard port: nothing listens
