@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { bearer, startStack, type TestStack } from '../stack';
+import { makeMedia } from '../media';
 
 let stack: TestStack;
 let secret: string;
@@ -28,7 +29,11 @@ function expectEnvelope(
   expect(res.body.error?.message).toBe(message);
 }
 
-const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('rest of a png')]);
+/** A real 1x1 PNG (the upload is measured: magic bytes alone are refused), made distinct by bytes after its end. */
+const PNG = Buffer.concat([
+  Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64'),
+  Buffer.from('rest of a png'),
+]);
 
 describe('the envelope on every kind of bad request', () => {
   it('unknown paths: 404 route_not_found, with or without a key; wrong methods: 405 method_not_allowed with Allow', async () => {
@@ -161,14 +166,14 @@ describe('upload', () => {
     expect(rows[0].storage_key).toBe(`projects/${projectId}/uploads/${first.body.data.sha256}`);
   });
 
-  it('accepts each format by its magic bytes and the WAV aliases', async () => {
-    const samples: [string, Buffer, string][] = [
-      ['image/jpeg', Buffer.from([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3]), 'jpeg'],
-      ['audio/x-wav', Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WAVEfmt ')]), 'wav'],
-      ['audio/mpeg', Buffer.concat([Buffer.from('ID3'), Buffer.alloc(10)]), 'mp3'],
-      ['video/mp4', Buffer.concat([Buffer.alloc(4), Buffer.from('ftypisom'), Buffer.alloc(8)]), 'mp4'],
+  it('accepts each format and the WAV aliases, measured; magic bytes alone are refused as file_content_mismatch', async () => {
+    const samples: [string, Buffer, string, Buffer][] = [
+      ['image/jpeg', await makeMedia.jpeg('32x16'), 'jpeg', Buffer.from([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3])],
+      ['audio/x-wav', await makeMedia.wav(1), 'wav', Buffer.concat([Buffer.from('RIFF'), Buffer.alloc(4), Buffer.from('WAVEfmt ')])],
+      ['audio/mpeg', await makeMedia.mp3(1), 'mp3', Buffer.concat([Buffer.from('ID3'), Buffer.alloc(10)])],
+      ['video/mp4', await makeMedia.mp4(1, '32x16'), 'mp4', Buffer.concat([Buffer.alloc(4), Buffer.from('ftypisom'), Buffer.alloc(8)])],
     ];
-    for (const [mimeType, bytes, format] of samples) {
+    for (const [mimeType, bytes, format, magicOnly] of samples) {
       const res = await stack
         .http()
         .post('/tools/upload')
@@ -176,6 +181,13 @@ describe('upload', () => {
         .send({ mimeType, data: bytes.toString('base64') });
       expect(res.status).toBe(200);
       expect(res.body.data.format).toBe(format);
+      expect(res.body.data.facts).toMatchObject(format === 'jpeg' ? { kind: 'image', width: 32, height: 16 } : { kind: 'media' });
+      const refused = await stack
+        .http()
+        .post('/tools/upload')
+        .set(bearer(secret))
+        .send({ mimeType, data: magicOnly.toString('base64') });
+      expectEnvelope(refused, 400, 'file_content_mismatch');
     }
   });
 

@@ -3,6 +3,7 @@ import type supertest from 'supertest';
 import { ERROR_CODES } from '@tes/core';
 import { addKey, loadOpenApi } from '@tes/testing';
 import { bearer, startStack, type TestStack } from '../stack';
+import { makeMedia } from '../media';
 
 /*
  * Schema-driven fuzzing of every operation of services/gateway/openapi.json and of each tool's
@@ -43,7 +44,8 @@ const STATUS_OF_HTTP: Record<number, string[]> = {
   429: ['RESOURCE_EXHAUSTED'],
   503: ['UNAVAILABLE'],
 };
-// Just the magic bytes the upload route checks.
+// Just the magic bytes the upload route checks first (it then measures the file, so these
+// are refused as file_content_mismatch; the uploads the examples use are real, see beforeAll).
 const FILES: Record<string, Buffer> = {
   'image/png': Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex'),
   'image/jpeg': Buffer.from('ffd8ffe000104a464946', 'hex'),
@@ -78,7 +80,14 @@ beforeAll(async () => {
     inputSchema: t.inputSchema,
     examples: [t.example, ...t.models.flatMap((m) => (m.example ? [m.example] : []))],
   }));
-  for (const [mimeType, bytes] of Object.entries(FILES)) {
+  const real: Record<string, Buffer> = {
+    'image/png': await makeMedia.png('64x48'),
+    'image/jpeg': await makeMedia.jpeg('64x48'),
+    'audio/wav': await makeMedia.wav(1),
+    'audio/mpeg': await makeMedia.mp3(1),
+    'video/mp4': await makeMedia.mp4(1, '64x48'),
+  };
+  for (const [mimeType, bytes] of Object.entries(real)) {
     fileIds.push(
       (
         await stack

@@ -17,7 +17,11 @@ afterAll(async () => {
   expect(audit.problems).toEqual([]);
 });
 
-const PNG = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('janitor test')]);
+/** A real 1x1 PNG (uploads are measured), made distinct by bytes after its end. */
+const PNG = Buffer.concat([
+  Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==', 'base64'),
+  Buffer.from('janitor test'),
+]);
 
 it('deletes artifacts past their deadline: the object goes and the download says artifact_expired', async () => {
   const p = await stack.seed({ creditMicros: 10_000 });

@@ -39,9 +39,8 @@ class ProgramMissing extends Error {}
 function ffprobe(program: string, args: string[], signal: AbortSignal, maxBuffer: number): Promise<string> {
   return new Promise((resolve, reject) => {
     execFile(program, args, { signal, maxBuffer, encoding: 'utf8' }, (err, stdout) => {
-      if (!err) return resolve(stdout);
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return reject(new ProgramMissing(`${program} is not installed`));
-      reject(err);
+      if (!err) resolve(stdout);
+      else reject(err.code === 'ENOENT' ? new ProgramMissing(`${program} is not installed`) : err);
     });
   });
 }

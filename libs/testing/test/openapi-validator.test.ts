@@ -185,9 +185,23 @@ describe('OpenApiValidator accepts real responses', () => {
         sha256: SHA,
       },
     });
-    ok('POST', '/tools/upload', 200, { data: { id: newId('file'), format: 'png', mimeType: 'image/png', sizeBytes: 1234, sha256: SHA, expiresAt: T2 } });
+    const image = { kind: 'image', width: 640, height: 480 };
     ok('POST', '/tools/upload', 200, {
-      data: { id: newId('file'), format: 'wav', mimeType: 'audio/wav', sizeBytes: 12 * 1024 * 1024, sha256: SHA, expiresAt: T2 },
+      data: { id: newId('file'), format: 'png', mimeType: 'image/png', sizeBytes: 1234, sha256: SHA, facts: image, expiresAt: T2 },
+    });
+    const audio = { codec: 'pcm_s16le', sampleRate: 22050, channels: 1, decodedSeconds: 3.3 };
+    const wav = { kind: 'media', durationSeconds: 3.3, video: null, audio };
+    ok('POST', '/tools/upload', 200, {
+      data: { id: newId('file'), format: 'wav', mimeType: 'audio/wav', sizeBytes: 12 * 1024 * 1024, sha256: SHA, facts: wav, expiresAt: T2 },
+    });
+    const video = { codec: 'h264', width: 320, height: 240, durationSeconds: 3, frameRate: 25 };
+    const mp4 = { kind: 'media', durationSeconds: 3, video, audio: { ...audio, codec: 'aac' } };
+    ok('POST', '/tools/upload', 200, {
+      data: { id: newId('file'), format: 'mp4', mimeType: 'video/mp4', sizeBytes: 9, sha256: SHA, facts: mp4, expiresAt: T2 },
+    });
+    // stored by a gateway without ffprobe: no facts
+    ok('POST', '/tools/upload', 200, {
+      data: { id: newId('file'), format: 'mp3', mimeType: 'audio/mpeg', sizeBytes: 9, sha256: SHA, facts: null, expiresAt: T2 },
     });
   });
 
