@@ -5,6 +5,7 @@ import type { ExecutionStatus } from '@tes/core';
 import { prepared } from '../prepared';
 import { iso } from '../time';
 import { EXECUTION_SELECT, getExecution, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
+import { FINISH_STEP_CTES, finishStepBindings, type StepOutcome } from './steps';
 
 export interface SettleInput {
   executionId: string;
@@ -37,20 +38,19 @@ export interface SettleResult {
  * the available balance, this month's cap counter, the usage counter and the journal.
  * Returns null when the fence did not match: someone else already moved the execution.
  */
-export async function settleExecution(db: Knex, input: SettleInput): Promise<SettleResult | null> {
-  if (!Number.isSafeInteger(input.chargedMicros) || input.chargedMicros < 0) throw new Error('charge must be a whole number of micros');
-  // Two prepared texts: with and without the lease fence (a text per plan).
-  const leaseFence = input.leaseOwner !== undefined ? 'AND lease_owner = :leaseOwner' : '';
-  const res = await prepared<{ rows: { id: string; tool: string; reserved_micros: number; charged_micros: number; created_at: Date }[] }>(
-    db,
-    leaseFence ? 'tes_settle_fenced' : 'tes_settle',
-    `WITH e AS (
+/**
+ * Settlement's CTEs (e: the fenced terminal status and charge; p: the balance row; u: the usage
+ * counter; l: the journal) and the statement's result. `fence` adds conditions on the
+ * execution row (the lease, the step end of finishLastStepAndSettle).
+ */
+function settleSql(fence: string): string {
+  return `e AS (
        UPDATE executions
           SET status = :status, charged_micros = LEAST(:chargedMicros::bigint, reserved_micros), output = :output::jsonb,
               error_code = :errorCode, error_message = :errorMessage, cancel_requested = cancel_requested OR :cancelRequested::boolean,
               finished_at = tes_now(), settled_at = tes_now(), updated_at = now(),
               lease_owner = NULL, lease_expires_at = NULL
-        WHERE id = :executionId AND project_id = :projectId AND status = ANY(:from::text[]) ${leaseFence}
+        WHERE id = :executionId AND project_id = :projectId AND status = ANY(:from::text[]) ${fence}
         RETURNING id, project_id, tool, reserved_micros, charged_micros, created_at
      ), p AS (
        UPDATE projects
@@ -78,25 +78,70 @@ export async function settleExecution(db: Knex, input: SettleInput): Promise<Set
            ('charged', e.charged_micros)) AS v(account, amount)
        RETURNING 1
      )
-     SELECT e.id, e.tool, e.reserved_micros, e.charged_micros, e.created_at FROM e`,
-    {
-      status: input.status,
-      chargedMicros: input.chargedMicros,
-      output: input.output === undefined || input.output === null ? null : JSON.stringify(input.output),
-      errorCode: input.errorCode ?? null,
-      errorMessage: input.errorMessage ?? null,
-      cancelRequested: input.cancelRequested ?? false,
-      executionId: input.executionId,
-      projectId: input.projectId,
-      from: input.from,
-      ...(input.leaseOwner !== undefined ? { leaseOwner: input.leaseOwner } : {}),
-      transactionId: randomUUID(),
-      kind: input.kind ?? 'settle',
-    },
+     SELECT e.id, e.tool, e.reserved_micros, e.charged_micros, e.created_at FROM e`;
+}
+
+interface SettleRow {
+  id: string;
+  tool: string;
+  reserved_micros: number;
+  charged_micros: number;
+  created_at: Date;
+}
+
+function settleBindings(input: SettleInput): Knex.ValueDict {
+  if (!Number.isSafeInteger(input.chargedMicros) || input.chargedMicros < 0) throw new Error('charge must be a whole number of micros');
+  return {
+    status: input.status,
+    chargedMicros: input.chargedMicros,
+    output: input.output === undefined || input.output === null ? null : JSON.stringify(input.output),
+    errorCode: input.errorCode ?? null,
+    errorMessage: input.errorMessage ?? null,
+    cancelRequested: input.cancelRequested ?? false,
+    executionId: input.executionId,
+    projectId: input.projectId,
+    from: input.from,
+    ...(input.leaseOwner !== undefined ? { leaseOwner: input.leaseOwner } : {}),
+    transactionId: randomUUID(),
+    kind: input.kind ?? 'settle',
+  };
+}
+
+const toSettleResult = (row: SettleRow | undefined): SettleResult | null =>
+  row ? { id: row.id, tool: row.tool, reservedMicros: row.reserved_micros, chargedMicros: row.charged_micros, createdAt: iso(row.created_at)! } : null;
+
+/**
+ * Settlement (architecture.md, path 3) in one statement, so one transaction: the fenced
+ * terminal status, the charge (never above the reservation), the release of the rest to
+ * the available balance, this month's cap counter, the usage counter and the journal.
+ * Returns null when the fence did not match: someone else already moved the execution.
+ */
+export async function settleExecution(db: Knex, input: SettleInput): Promise<SettleResult | null> {
+  const bindings = settleBindings(input);
+  // Two prepared texts: with and without the lease fence (a text per plan).
+  const leaseFence = input.leaseOwner !== undefined ? 'AND lease_owner = :leaseOwner' : '';
+  const res = await prepared<{ rows: SettleRow[] }>(db, leaseFence ? 'tes_settle_fenced' : 'tes_settle', `WITH ${settleSql(leaseFence)}`, bindings);
+  return toSettleResult(res.rows[0]);
+}
+
+/**
+ * An execution's last step ends and the execution is settled, in ONE statement (one round trip,
+ * one commit instead of finishStep's and settleExecution's two): the fenced step update and its
+ * artifact rows, then the settlement, fenced by the same lease and only if the step update
+ * matched. All or nothing: null means neither was written (the lease was lost, or the step was
+ * not running), and the caller's stored objects are named by no row. The charge is computed by
+ * the caller from its steps including this one, as for settleExecution.
+ */
+export async function finishLastStepAndSettle(db: Knex, step: StepOutcome, settle: SettleInput & { leaseOwner: string }): Promise<SettleResult | null> {
+  if (step.executionId !== settle.executionId || step.owner !== settle.leaseOwner)
+    throw new Error('the step and the settlement must be of one execution and one lease');
+  const res = await prepared<{ rows: SettleRow[] }>(
+    db,
+    'tes_finish_last_step_settle',
+    `WITH ${FINISH_STEP_CTES}, ${settleSql('AND lease_owner = :leaseOwner AND EXISTS (SELECT 1 FROM s)')}`,
+    { ...finishStepBindings(step), ...settleBindings(settle) },
   );
-  const row = res.rows[0];
-  if (!row) return null;
-  return { id: row.id, tool: row.tool, reservedMicros: row.reserved_micros, chargedMicros: row.charged_micros, createdAt: iso(row.created_at)! };
+  return toSettleResult(res.rows[0]);
 }
 
 export type CancelOutcome =

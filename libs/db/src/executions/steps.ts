@@ -42,24 +42,42 @@ export async function startStep(
   return row.cancel_requested ? 'cancel_requested' : 'started';
 }
 
-/** Records a step's outcome and any artifacts it stored, fenced by the lease, in one transaction. */
-export async function finishStep(
-  db: Knex,
-  input: {
-    executionId: string;
-    projectId: string;
-    index: number;
-    owner: string;
-    status: 'succeeded' | 'failed' | 'cancelled';
-    costMicros: number;
-    checkpoint?: Record<string, unknown> | null;
-    externalRef?: string | null;
-    errorCode?: string | null;
-    artifacts?: NewArtifact[];
-  },
-): Promise<boolean> {
-  // One statement (so one transaction and one round trip): the fenced step update and, only
-  // if it matched, the artifact rows it produced.
+/** What a step's end records (finishStep, and finishLastStepAndSettle for an execution's last step). */
+export interface StepOutcome {
+  executionId: string;
+  projectId: string;
+  index: number;
+  owner: string;
+  status: 'succeeded' | 'failed' | 'cancelled';
+  costMicros: number;
+  checkpoint?: Record<string, unknown> | null;
+  externalRef?: string | null;
+  errorCode?: string | null;
+  artifacts?: NewArtifact[];
+}
+
+/**
+ * The step's end as two CTEs, `s` (the fenced step update: it matches only while this owner
+ * holds the lease of the running execution, whose row it locks FOR SHARE) and `a` (the
+ * artifact rows, only if `s` matched), with their bindings (named step*, so a statement can
+ * add its own).
+ */
+export const FINISH_STEP_CTES = `s AS (
+       UPDATE execution_steps s
+          SET status = :stepStatus, cost_micros = :stepCostMicros, checkpoint = :stepCheckpoint::jsonb,
+              external_ref = coalesce(:stepExternalRef, s.external_ref), error_code = :stepErrorCode, finished_at = now()
+        WHERE s.execution_id = :stepExecutionId AND s.index = :stepIndex AND s.status = 'running'
+          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :stepOwner AND e.status = 'running' FOR SHARE)
+        RETURNING s.execution_id, s.project_id, s.index
+     ), a AS (
+       INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
+       SELECT x.id, s.execution_id, s.project_id, s.index, x.format, x.mime_type, x.size_bytes, x.sha256, x.storage_key, x.file_name, x.expires_at
+         FROM s CROSS JOIN jsonb_to_recordset(:stepArtifacts::jsonb) AS x(id text, format text, mime_type text, size_bytes bigint, sha256 text,
+                                                              storage_key text, file_name text, expires_at timestamptz)
+       RETURNING 1
+     )`;
+
+export function finishStepBindings(input: StepOutcome): Knex.ValueDict {
   const artifacts = (input.artifacts ?? []).map((a) => ({
     id: a.id,
     format: a.format,
@@ -70,35 +88,29 @@ export async function finishStep(
     file_name: a.fileName,
     expires_at: a.expiresAt.toISOString(),
   }));
+  return {
+    stepStatus: input.status,
+    stepCostMicros: input.costMicros,
+    stepCheckpoint: input.checkpoint ? JSON.stringify(input.checkpoint) : null,
+    stepExternalRef: input.externalRef ?? null,
+    stepErrorCode: input.errorCode ?? null,
+    stepExecutionId: input.executionId,
+    stepIndex: input.index,
+    stepOwner: input.owner,
+    stepArtifacts: JSON.stringify(artifacts),
+  };
+}
+
+/** Records a step's outcome and any artifacts it stored, fenced by the lease, in one transaction. */
+export async function finishStep(db: Knex, input: StepOutcome): Promise<boolean> {
+  // One statement (so one transaction and one round trip): the fenced step update and, only
+  // if it matched, the artifact rows it produced.
   const res = await prepared<{ rows: { n: number }[] }>(
     db,
     'tes_finish_step',
-    `WITH s AS (
-       UPDATE execution_steps s
-          SET status = :status, cost_micros = :costMicros, checkpoint = :checkpoint::jsonb, external_ref = coalesce(:externalRef, s.external_ref),
-              error_code = :errorCode, finished_at = now()
-        WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running'
-          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
-        RETURNING s.execution_id, s.project_id, s.index
-     ), a AS (
-       INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
-       SELECT x.id, s.execution_id, s.project_id, s.index, x.format, x.mime_type, x.size_bytes, x.sha256, x.storage_key, x.file_name, x.expires_at
-         FROM s CROSS JOIN jsonb_to_recordset(:artifacts::jsonb) AS x(id text, format text, mime_type text, size_bytes bigint, sha256 text,
-                                                              storage_key text, file_name text, expires_at timestamptz)
-       RETURNING 1
-     )
+    `WITH ${FINISH_STEP_CTES}
      SELECT count(*)::int AS n FROM s`,
-    {
-      status: input.status,
-      costMicros: input.costMicros,
-      checkpoint: input.checkpoint ? JSON.stringify(input.checkpoint) : null,
-      externalRef: input.externalRef ?? null,
-      errorCode: input.errorCode ?? null,
-      executionId: input.executionId,
-      index: input.index,
-      owner: input.owner,
-      artifacts: JSON.stringify(artifacts),
-    },
+    finishStepBindings(input),
   );
   return (res.rows[0]?.n ?? 0) > 0;
 }

@@ -96,26 +96,39 @@ export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { f
     }
     const artifacts = await storeFiles(deps, e, index, result.files ?? []);
     const checkpoint = { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} };
-    const ok = await finishStep(db, {
+    const outcome = {
       executionId: e.id,
       projectId: e.projectId,
       index,
       owner: workerId,
-      status: 'succeeded',
+      status: 'succeeded' as const,
       costMicros: result.costMicros,
       checkpoint,
       artifacts,
-    });
-    if (!ok) {
+    };
+    const after = recordLocally(steps, e.id, index, name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
+    if (index === plan.length - 1) {
+      // The last step: its end and the settlement in one statement (one round trip and one
+      // commit, all or nothing). Fenced out, nothing was written and no row names the objects.
+      const settled = await settle(deps, e, 'succeeded', after, { output: executionOutput(after) }, outcome).catch(async (err: unknown) => {
+        if (err instanceof LeaseLost) await discardArtifacts(deps, artifacts);
+        throw err;
+      });
+      logger.info('worker.step.succeeded', { ...log, step: index, name, costMicros: result.costMicros });
+      return settled;
+    }
+    if (!(await finishStep(db, outcome))) {
       // Fenced out: no row will ever name these objects, so they would stay in the bucket
       // forever. (A finishStep that threw may have committed; its objects are kept.)
       await discardArtifacts(deps, artifacts);
       throw new LeaseLost();
     }
     logger.info('worker.step.succeeded', { ...log, step: index, name, costMicros: result.costMicros });
-    steps = recordLocally(steps, e.id, index, name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
+    steps = after;
   }
 
+  // every step had succeeded before this claim (a crash after the last step's end, before an
+  // older worker's separate settlement)
   await settle(deps, e, 'succeeded', steps, { output: executionOutput(steps) });
   return 'ended';
 }

@@ -1,4 +1,4 @@
-import { markNeedsReview, settleExecution, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { finishLastStepAndSettle, markNeedsReview, settleExecution, type ExecutionRecord, type SettleInput, type StepOutcome, type StepRecord } from '@tes/db';
 import { LeaseLost, type ExecutionDeps } from './context';
 
 type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics' | 'workerId'>;
@@ -14,10 +14,12 @@ export async function settle(
   status: 'succeeded' | 'failed' | 'cancelled',
   steps: StepRecord[],
   extra: { output?: Record<string, unknown>; errorCode?: string; errorMessage?: string },
-): Promise<void> {
+  /** The last step's end, recorded in the settlement's statement (`steps` already include it). */
+  lastStep?: StepOutcome,
+): Promise<'ended'> {
   const { db, logger, metrics, workerId } = deps;
   const timer = metrics.settlementDuration.startTimer();
-  const settled = await settleExecution(db, {
+  const input: SettleInput & { leaseOwner: string } = {
     executionId: e.id,
     projectId: e.projectId,
     status,
@@ -27,7 +29,8 @@ export async function settle(
     output: extra.output ?? null,
     errorCode: extra.errorCode ?? null,
     errorMessage: extra.errorMessage ?? null,
-  });
+  };
+  const settled = lastStep ? await finishLastStepAndSettle(db, lastStep, input) : await settleExecution(db, input);
   timer({ outcome: settled ? status : 'fenced' });
   if (!settled) throw new LeaseLost();
   metrics.executionsTotal.inc({ tool: e.tool, status });
@@ -42,6 +45,7 @@ export async function settle(
     chargedMicros: settled.chargedMicros,
     reservedMicros: settled.reservedMicros,
   });
+  return 'ended';
 }
 
 /** A provider step's outcome is unknown: the execution waits for an operator, its reservation held. */
