@@ -110,9 +110,13 @@ test('the worker image installs ffmpeg, espeak-ng and the font, without recommen
   const apt = runs.find((r) => r.includes('apt-get install'));
   expect(apt).toBeDefined();
   for (const pkg of ['ffmpeg', 'espeak-ng', 'fonts-dejavu-core', '--no-install-recommends', 'rm -rf /var/lib/apt/lists']) expect(apt).toContain(pkg);
-  for (const service of ['gateway', 'relay', 'admin']) {
+  for (const service of ['relay', 'admin']) {
     expect(effective(df, service).body.some((i) => i.args.includes('ffmpeg'))).toBe(false);
   }
+  // the gateway measures uploads with ffprobe (quotes that fit the file): ffmpeg, without recommends
+  const gatewayApt = effective(df, 'gateway').body.find((i) => i.op === 'RUN' && i.args.includes('apt-get install'))?.args;
+  for (const part of ['ffmpeg', '--no-install-recommends', 'rm -rf /var/lib/apt/lists']) expect(gatewayApt).toContain(part);
+  expect(gatewayApt).not.toContain('espeak-ng');
 });
 
 test('both installs see the manifest of every workspace (npm ci checks them all against the lockfile)', () => {
