@@ -61,7 +61,8 @@ class TesClient:
     whole paid flow (quote, submit with an idempotency key, resend safely, follow, artifacts).
     Errors are TesError subclasses (errors.py) with a stable ``code``.
 
-    Not shared between threads by design, but it holds no connection: one per thread is cheap.
+    Safe to share between threads: it keeps no mutable state, and each request opens its own
+    connection (no pool: a client of a paid, asynchronous API sends few requests).
     """
 
     def __init__(
