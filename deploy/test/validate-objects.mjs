@@ -12,6 +12,24 @@
 // an object the validator enumerates (a map such as labels, or a free-form object) has no
 // unknown keys.
 import { readFileSync } from 'node:fs';
+import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import * as kedaV1alpha1 from '@kubernetes-models/keda/keda.sh/v1alpha1';
+import * as appsV1 from 'kubernetes-models/apps/v1';
+import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
+import * as batchV1 from 'kubernetes-models/batch/v1';
+import * as policyV1 from 'kubernetes-models/policy/v1';
+import * as coreV1 from 'kubernetes-models/v1';
+
+/** The API groups this deployment uses; any other is looked up by its module path. */
+const MODELS = {
+  v1: coreV1,
+  'apps/v1': appsV1,
+  'autoscaling/v2': autoscalingV2,
+  'batch/v1': batchV1,
+  'policy/v1': policyV1,
+  'keda.sh/v1alpha1': kedaV1alpha1,
+  'monitoring.coreos.com/v1': monitoringV1,
+};
 
 /** apiVersion group -> the module that models it. */
 function moduleFor(apiVersion) {
@@ -51,7 +69,7 @@ for (const [index, obj] of objects.entries()) {
   const where = `${obj.kind ?? '?'} ${obj.metadata?.name ?? '?'} (#${index})`;
   let model;
   try {
-    model = (await import(moduleFor(String(obj.apiVersion))))[obj.kind];
+    model = (MODELS[obj.apiVersion] ?? (await import(moduleFor(String(obj.apiVersion)))))[obj.kind];
   } catch {
     model = undefined;
   }

@@ -8,8 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 
 /** The refusals counted in tes_http_rejections_total: the 429s by reason and the 503s. */
-export const REJECTION_REASONS = ['rate_limit_exceeded', 'insufficient_balance', 'monthly_cap_exceeded', 'execution_disabled', 'service_unavailable'] as const;
-export type RejectionReason = (typeof REJECTION_REASONS)[number];
+const REJECTION_REASONS = ['rate_limit_exceeded', 'insufficient_balance', 'monthly_cap_exceeded', 'execution_disabled', 'service_unavailable'];
 
 /** What a provider HTTP call came to: an answer (by class) or none (network error, timeout, refused address). */
 export type ProviderCallOutcome = 'ok' | 'rejected' | 'throttled' | 'server_error' | 'no_answer';
