@@ -70,20 +70,20 @@ describe('image.transform', () => {
     const png = await upload(stack, p.secret, 'image/png', await makeMedia.png('320x200'));
     const jpg = await upload(stack, p.secret, 'image/jpeg', await makeMedia.jpeg('320x200'));
 
-    // inside 2000x2000 quotes 4 MP; a 16:10 input fills 2000x1250 = 2.5 MP -> 3 charged
+    // inside 2000x2000: the upload's 16:10 fills 2000x1250 = 2.5 MP -> 3, quoted from its measured size
     const inside = { fileId: png, resize: { width: 2000, height: 2000, fit: 'inside' } };
-    expect(await quoteMax(p.secret, 'image.transform', inside)).toBe(4 * TRANSFORM_MP);
+    expect(await quoteMax(p.secret, 'image.transform', inside)).toBe(3 * TRANSFORM_MP);
     const a = (await runTool(stack, p.secret, 'image.transform', inside)) as Execution;
     expect(a.status).toBe('succeeded');
-    expect([a.reservedMicros, a.chargedMicros]).toEqual([4 * TRANSFORM_MP, 3 * TRANSFORM_MP]);
+    expect([a.reservedMicros, a.chargedMicros]).toEqual([3 * TRANSFORM_MP, 3 * TRANSFORM_MP]);
     const ma = await sharp((await artifactsOf(p.secret, a))[0]).metadata();
     expect([ma.format, ma.width, ma.height]).toEqual(['png', 2000, 1250]);
 
-    // no resize: the quote reserves the output cap (4096x4096 = 17 MP); a rotated 200x320 costs 1
+    // no resize: the quote reserves the upload's own size (not the 17 MP output cap); a rotated 200x320 costs 1
     const turned = { fileId: jpg, rotate: 270 };
-    expect(await quoteMax(p.secret, 'image.transform', turned)).toBe(17 * TRANSFORM_MP);
+    expect(await quoteMax(p.secret, 'image.transform', turned)).toBe(TRANSFORM_MP);
     const b = (await runTool(stack, p.secret, 'image.transform', turned)) as Execution;
-    expect([b.status, b.reservedMicros, b.chargedMicros]).toEqual(['succeeded', 17 * TRANSFORM_MP, TRANSFORM_MP]);
+    expect([b.status, b.reservedMicros, b.chargedMicros]).toEqual(['succeeded', TRANSFORM_MP, TRANSFORM_MP]);
     const mb = await sharp((await artifactsOf(p.secret, b))[0]).metadata();
     expect([mb.format, mb.width, mb.height]).toEqual(['jpeg', 200, 320]);
 

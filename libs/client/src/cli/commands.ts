@@ -6,9 +6,10 @@ import type { TesClient } from '../client';
 import { TesError } from '../errors';
 import { RUN_STRATEGIES, type RunStrategy } from '../follow';
 import type { RunArtifact } from '../run';
-import type { Artifact, Execution, ExecutionStatus, Quote } from '../types';
+import type { Artifact, Execution, ExecutionStatus, Quote, UploadedFile } from '../types';
 import { FINAL_STATUSES } from '../types';
-import { parseArguments, parseFiles, parseIntegerOption, UsageError } from './args';
+import { parseArguments, parseFiles, parseIntegerOption, setPath, UsageError } from './args';
+import { describeTool } from './describe-tool';
 import { ProgressView, table, usd, type Output } from './format';
 
 export interface Io {
@@ -36,18 +37,30 @@ function print(ctx: Context, json: unknown, human: string): void {
   ctx.io.stdout.write(ctx.json ? `${JSON.stringify(json, null, 2)}\n` : human);
 }
 
+/** `tes tools`: the catalog as a table; `tes tools NAME`: one tool's arguments, price, models and example. */
 export async function toolsCommand(ctx: Context): Promise<void> {
   const catalog = await ctx.client.tools(ctx.io.signal);
+  const name = ctx.positionals[0];
+  if (name !== undefined) {
+    const tool = catalog.tools.find((t) => t.name === name);
+    if (!tool) {
+      const near = catalog.tools.filter((t) => t.name.split('.')[0] === name.split('.')[0]).map((t) => t.name);
+      throw new UsageError(`no tool named ${JSON.stringify(name)}${near.length ? ` (${near.join(', ')}?)` : ''}: tes tools lists them`);
+    }
+    print(ctx, tool, describeTool(tool, catalog, ctx.io.stdout.columns ?? 100));
+    return;
+  }
   const rows = catalog.tools.map((t) => [t.name, t.category, t.available ? 'yes' : 'no', t.price?.description ?? '-']);
   print(
     ctx,
     catalog,
     `price version ${catalog.priceVersion}, execution ${catalog.executionEnabled ? 'enabled' : 'DISABLED'}\n` +
-      table(['TOOL', 'CATEGORY', 'AVAILABLE', 'PRICE'], rows),
+      table(['TOOL', 'CATEGORY', 'AVAILABLE', 'PRICE'], rows) +
+      'tes tools NAME shows the arguments, models and an example of one tool\n',
   );
 }
 
-/** Uploads every --file and puts its id into the arguments (uploads are free and deduplicated). */
+/** Uploads every --file and puts its id at its argument path (uploads are free and deduplicated). */
 async function buildArguments(ctx: Context): Promise<Record<string, unknown>> {
   const args = parseArguments(list(ctx.values.arg));
   const files = parseFiles(list(ctx.values.file), args);
@@ -58,17 +71,64 @@ async function buildArguments(ctx: Context): Promise<Record<string, unknown>> {
   }
   for (const f of files) {
     const uploaded = await ctx.client.upload(f.path, undefined, ctx.io.signal);
-    args[f.field] = uploaded.id;
-    ctx.io.stderr.write(`uploaded ${f.path} as ${uploaded.id} (${uploaded.mimeType}, ${uploaded.sizeBytes} bytes)\n`);
+    setPath(args, f.segments, uploaded.id, '--file');
+    ctx.io.stderr.write(`uploaded ${f.path} as ${uploaded.id} (${describeUpload(uploaded)})\n`);
   }
   return args;
 }
 
+const round = (n: number, digits: number): string => String(Math.round(n * 10 ** digits) / 10 ** digits);
+
+/**
+ * The facts the gateway measured in an upload (sharp for images, ffprobe for audio and video),
+ * when its answer has them: `640×360`, `3.0 s, video h264 640×360 25 fps, audio aac 48000 Hz 2 ch`.
+ * Read as unknown, so an answer without them (an older gateway) or with more is fine.
+ */
+export function describeFacts(facts: unknown): string | undefined {
+  if (typeof facts !== 'object' || facts === null) return undefined;
+  const f = facts as Record<string, unknown>;
+  const num = (o: unknown, k: string): number | undefined => {
+    const v = typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined;
+    return typeof v === 'number' ? v : undefined;
+  };
+  const parts: string[] = [];
+  if (num(f, 'width') !== undefined && num(f, 'height') !== undefined) parts.push(`${num(f, 'width')}×${num(f, 'height')}`);
+  if (num(f, 'durationSeconds') !== undefined) parts.push(`${round(num(f, 'durationSeconds')!, 2)} s`);
+  const video = f.video as Record<string, unknown> | null | undefined;
+  if (video && typeof video === 'object') {
+    const fps = num(video, 'frameRate');
+    parts.push(
+      `video ${typeof video.codec === 'string' ? video.codec : '?'} ${num(video, 'width') ?? '?'}×${num(video, 'height') ?? '?'}${fps ? ` ${round(fps, 2)} fps` : ''}`,
+    );
+  }
+  const audio = f.audio as Record<string, unknown> | null | undefined;
+  if (audio && typeof audio === 'object') {
+    parts.push(`audio ${typeof audio.codec === 'string' ? audio.codec : '?'} ${num(audio, 'sampleRate') ?? '?'} Hz ${num(audio, 'channels') ?? '?'} ch`);
+  }
+  if (parts.length === 0) {
+    for (const [k, v] of Object.entries(f)) if (k !== 'kind' && (typeof v === 'number' || typeof v === 'string')) parts.push(`${k} ${v}`);
+  }
+  return parts.length ? parts.join(', ') : undefined;
+}
+
+function describeUpload(u: UploadedFile): string {
+  const facts = describeFacts((u as UploadedFile & { facts?: unknown }).facts);
+  return `${u.mimeType}, ${u.sizeBytes.toLocaleString('en-US')} bytes${facts ? `, ${facts}` : ''}`;
+}
+
+/** `tes upload PATH`: the file id to pass as a fileId argument, and what the gateway measured in the file. */
+export async function uploadCommand(ctx: Context): Promise<void> {
+  const path = ctx.positionals[0]!;
+  await access(path, constants.R_OK).catch(() => {
+    throw new UsageError(`cannot read ${path}`);
+  });
+  const uploaded = await ctx.client.upload(path, str(ctx.values.type), ctx.io.signal);
+  print(ctx, uploaded, `${uploaded.id}\n  ${describeUpload(uploaded)}\n  sha256 ${uploaded.sha256}, kept until ${uploaded.expiresAt}\n`);
+}
+
 function describeQuote(q: Quote): string {
-  return (
-    `${q.tool} (model ${q.model}): at most ${usd(q.maximumChargeMicros)} (${q.maximumChargeMicros} micros), ` +
-    `at least ${usd(q.minimumChargeMicros)}; ${q.estimatedUnits} × ${q.unit} estimated; price version ${q.priceVersion}\n`
-  );
+  const units = `${q.estimatedUnits} ${q.unit}${q.estimatedUnits === 1 ? '' : 's'}`;
+  return `${q.tool} (${q.model}): at most ${usd(q.maximumChargeMicros)} (${units}), at least ${usd(q.minimumChargeMicros)}; price version ${q.priceVersion}\n`;
 }
 
 export async function quoteCommand(ctx: Context): Promise<void> {
@@ -117,6 +177,10 @@ async function saveArtifacts(ctx: Context, artifacts: (Artifact & Pick<RunArtifa
   return saved;
 }
 
+function savedLines(files: SavedFile[]): string {
+  return files.map((f) => `saved ${f.path}  (${f.mimeType}, ${f.sizeBytes.toLocaleString('en-US')} bytes, sha256 checked)\n`).join('');
+}
+
 function describeExecution(e: Execution): string {
   const lines = [
     `${e.id}  ${e.tool} (${e.model})  ${e.status}${e.cancelRequested && e.status !== 'cancelled' ? ' (cancel requested)' : ''}`,
@@ -124,7 +188,8 @@ function describeExecution(e: Execution): string {
     `  created ${e.createdAt}${e.finishedAt ? `, finished ${e.finishedAt}` : ''}`,
   ];
   if (e.errorCode) lines.push(`  error ${e.errorCode}${e.errorMessage ? `: ${e.errorMessage}` : ''}`);
-  for (const a of e.output?.artifacts ?? []) lines.push(`  artifact ${a.id} ${a.mimeType} ${a.sizeBytes} bytes sha256 ${a.sha256}`);
+  for (const a of e.output?.artifacts ?? [])
+    lines.push(`  artifact ${a.id}  ${a.mimeType}, ${a.sizeBytes.toLocaleString('en-US')} bytes, sha256 ${a.sha256.slice(0, 12)}…`);
   return lines.join('\n') + '\n';
 }
 
@@ -153,7 +218,7 @@ export async function runCommand(ctx: Context): Promise<void> {
     })
     .finally(() => view?.done());
   const files = await saveArtifacts(ctx, result.artifacts);
-  print(ctx, { execution: result.execution, files }, describeExecution(result.execution) + files.map((f) => `saved ${f.path}\n`).join(''));
+  print(ctx, { execution: result.execution, files }, describeExecution(result.execution) + savedLines(files));
 }
 
 export async function executionsCommand(ctx: Context): Promise<void> {
@@ -171,8 +236,14 @@ export async function executionsCommand(ctx: Context): Promise<void> {
     },
     ctx.io.signal,
   );
-  const rows = page.data.map((e) => [e.id, e.tool, e.status, usd(e.chargedMicros), e.createdAt]);
-  print(ctx, page, table(['ID', 'TOOL', 'STATUS', 'CHARGED', 'CREATED'], rows) + (page.hasMore ? `more: tes executions --before ${page.nextBefore}\n` : ''));
+  const rows = page.data.map((e) => [e.id, e.tool, e.status, usd(e.chargedMicros), e.createdAt.replace('T', ' ').replace(/\.\d+Z$/, 'Z')]);
+  const more = page.hasMore ? `more: tes executions --before ${page.nextBefore}${paging(ctx)}\n` : '';
+  print(ctx, page, page.data.length === 0 ? 'no executions\n' : table(['ID', 'TOOL', 'STATUS', 'CHARGED', 'CREATED'], rows, [3]) + more);
+}
+
+/** The filters of this listing, repeated in the command for the next page. */
+function paging(ctx: Context): string {
+  return ['status', 'tool', 'limit'].map((k) => (str(ctx.values[k]) === undefined ? '' : ` --${k} ${str(ctx.values[k])}`)).join('');
 }
 
 export async function executionCommand(ctx: Context): Promise<void> {
@@ -190,7 +261,7 @@ export async function downloadCommand(ctx: Context): Promise<void> {
   const artifacts = (e.output?.artifacts ?? []).map((a) => ({ ...a, download: (s?: AbortSignal) => ctx.client.download(e.id, a.id, s) }));
   if (artifacts.length === 0) throw new UsageError(`${e.id} is ${e.status} and has no artifacts`);
   const files = await saveArtifacts(ctx, artifacts);
-  print(ctx, { files }, files.map((f) => `saved ${f.path}\n`).join(''));
+  print(ctx, { files }, savedLines(files));
 }
 
 export async function usageCommand(ctx: Context): Promise<void> {

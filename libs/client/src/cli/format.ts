@@ -6,23 +6,47 @@ export interface Output {
   columns?: number;
 }
 
-/** Integer micro-USD as dollars with all six decimals: 1500 -> "$0.001500". No floats. */
+/**
+ * Integer micro-USD as dollars, exact, without trailing zeros but with at least cents:
+ * 1500 -> "$0.0015", 2000 -> "$0.002", 600000 -> "$0.60", 1000000 -> "$1.00". No floats.
+ */
 export function usd(micros: number | null): string {
   if (micros === null) return 'none';
   const sign = micros < 0 ? '-' : '';
   const abs = Math.abs(micros);
-  return `${sign}$${Math.floor(abs / 1_000_000)}.${String(abs % 1_000_000).padStart(6, '0')}`;
+  const fraction = String(abs % 1_000_000)
+    .padStart(6, '0')
+    .replace(/0+$/, '')
+    .padEnd(2, '0');
+  return `${sign}$${Math.floor(abs / 1_000_000)}.${fraction}`;
 }
 
-/** Left-aligned columns separated by two spaces. */
-export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/**
+ * Columns separated by two spaces, left-aligned, or right-aligned where `right` says so
+ * (amounts, counts), so figures line up on their last digit.
+ */
+export function table(header: readonly string[], rows: readonly (readonly string[])[], right: readonly number[] = []): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]): string =>
     cells
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .map((c, i) => (right.includes(i) ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
   return [line(header), ...rows.map(line)].join('\n') + '\n';
+}
+
+/** Words wrapped to `width` columns (at least 20); a word longer than a line gets a line of its own. */
+export function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (line && line.length + 1 + word.length > Math.max(20, width)) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines;
 }
 
 const SPINNER = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];

@@ -2,6 +2,7 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CLIENT_VERSION, DEFAULT_BASE_URL, TesClient } from '../client';
 import { ExecutionUnsuccessfulError, TesApiError, TesError } from '../errors';
 import { UsageError } from './args';
+import { describeError } from './describe-error';
 import * as commands from './commands';
 import type { Context, Io, Values } from './commands';
 
@@ -10,54 +11,98 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 interface Command {
   usage: string;
   summary: string;
+  /** What each option and argument means, one per line, shown by `tes <command> --help`. */
+  details: string[];
   options: Options;
-  /** Names of the positional arguments, all required. */
+  /** Names of the positional arguments; a trailing `?` marks one that may be left out. */
   positionals: string[];
   run(ctx: Context): Promise<void>;
 }
 
 const ARG = { arg: { type: 'string', multiple: true }, file: { type: 'string', multiple: true } } satisfies Options;
+const ARG_HELP = [
+  '--arg PATH=VALUE   an argument; VALUE is JSON when it parses (800, true, {"a":1}, "2026"), else text.',
+  '                   PATH reaches into objects and arrays: --arg resize.width=256 --arg slides[0].text=Hi',
+  '--file PATH=FILE   upload FILE and put its file id at PATH: --file fileId=photo.jpg,',
+  '                   --file slides[1].fileId=frame.png (array items in order, from [0])',
+];
 
 const COMMANDS: Record<string, Command> = {
-  tools: { usage: 'tes tools [--json]', summary: 'list the tools, their availability and prices', options: {}, positionals: [], run: commands.toolsCommand },
+  tools: {
+    usage: 'tes tools [NAME] [--json]',
+    summary: 'list the tools and their prices; with NAME, one tool: arguments, models, example',
+    details: ['NAME   a tool name (image.render): its arguments as a table (* required), price, models and an example command'],
+    options: {},
+    positionals: ['name?'],
+    run: commands.toolsCommand,
+  },
+  upload: {
+    usage: 'tes upload FILE [--type MIME] [--json]',
+    summary: 'upload a file (free): prints its file id and what was measured in it',
+    details: [
+      'FILE          a PNG, JPEG, WAV, MP3 or MP4 file, at most 12 MiB; the same bytes give the same id',
+      '--type MIME   the type, when it cannot be told from the bytes (image/png, audio/mpeg, …)',
+      'Pass the id as a fileId argument: tes run image.transform --arg fileId=file_… (or let --file upload it).',
+    ],
+    options: { type: { type: 'string' } },
+    positionals: ['file'],
+    run: commands.uploadCommand,
+  },
   quote: {
-    usage: 'tes quote <tool> [--arg k=v ...] [--file field=path ...] [--json]',
+    usage: 'tes quote TOOL [--arg PATH=VALUE ...] [--file PATH=FILE ...] [--json]',
     summary: 'the free quote: the most a run of these arguments can cost',
+    details: ARG_HELP,
     options: ARG,
     positionals: ['tool'],
     run: commands.quoteCommand,
   },
   run: {
-    usage: 'tes run <tool> [--arg k=v ...] [--file field=path ...] [--yes] [--out dir] [--strategy auto|stream|wait|poll] [--json]',
-    summary: 'upload files, quote, confirm, run with progress, download the artifacts into --out (default .)',
+    usage: 'tes run TOOL [--arg PATH=VALUE ...] [--file PATH=FILE ...] [--yes] [--out DIR] [--strategy auto|stream|wait|poll] [--json]',
+    summary: 'upload files, quote, confirm, run with progress, download the artifacts',
+    details: [
+      ...ARG_HELP,
+      '--yes, -y         run without asking (needed when stdin is not a terminal): up to the quoted maximum is reserved',
+      '--out DIR         where the artifacts are saved, as <artifact id>.<format> (default: the current folder)',
+      '--strategy S      how to follow the execution: auto (default: the event stream, else Prefer: wait, else',
+      '                  polling), stream, wait or poll',
+    ],
     options: { ...ARG, yes: { type: 'boolean', short: 'y' }, out: { type: 'string' }, strategy: { type: 'string' } },
     positionals: ['tool'],
     run: commands.runCommand,
   },
   executions: {
-    usage: 'tes executions [--status s] [--tool t] [--limit n] [--before exe_…] [--json]',
+    usage: 'tes executions [--status S] [--tool T] [--limit N] [--before ID] [--json]',
     summary: "the project's executions, newest first",
+    details: [
+      '--status S    only this status: queued, running, waiting, succeeded, failed, cancelled, needs_review',
+      '--tool T      only this tool',
+      '--limit N     at most N (1-100, default 20); the last line tells how to get the next page',
+      '--before ID   the page after this execution (the nextBefore of the previous page)',
+    ],
     options: { status: { type: 'string' }, tool: { type: 'string' }, limit: { type: 'string' }, before: { type: 'string' } },
     positionals: [],
     run: commands.executionsCommand,
   },
   execution: {
-    usage: 'tes execution <id> [--json]',
+    usage: 'tes execution ID [--json]',
     summary: 'one execution: status, steps, charge, artifacts',
+    details: ['ID   an execution id (exe_…)'],
     options: {},
     positionals: ['id'],
     run: commands.executionCommand,
   },
   cancel: {
-    usage: 'tes cancel <id> [--json]',
-    summary: 'request cancellation (work already started may still be charged)',
+    usage: 'tes cancel ID [--json]',
+    summary: 'cancel an execution (a queued one at once; a running one after its current step, which may be charged)',
+    details: ['ID   an execution id (exe_…)'],
     options: {},
     positionals: ['id'],
     run: commands.cancelCommand,
   },
   download: {
-    usage: 'tes download <id> [--out dir] [--json]',
-    summary: 'save the artifacts of a succeeded execution',
+    usage: 'tes download ID [--out DIR] [--json]',
+    summary: 'save every artifact of a succeeded execution, each checked against its sha256',
+    details: ['ID          an execution id (exe_…)', '--out DIR   where to save them, as <artifact id>.<format> (default: the current folder)'],
     options: { out: { type: 'string' } },
     positionals: ['id'],
     run: commands.downloadCommand,
@@ -65,6 +110,7 @@ const COMMANDS: Record<string, Command> = {
   usage: {
     usage: 'tes usage [--json]',
     summary: 'this UTC month: requests, executions, charges, cap',
+    details: [],
     options: {},
     positionals: [],
     run: commands.usageCommand,
@@ -72,6 +118,7 @@ const COMMANDS: Record<string, Command> = {
   project: {
     usage: 'tes project [--json]',
     summary: 'organization, project, key, balance and cap of the key',
+    details: [],
     options: {},
     positionals: [],
     run: commands.projectCommand,
@@ -90,14 +137,14 @@ function globalHelp(): string {
     Object.entries(COMMANDS)
       .map(([n, c]) => `  ${n.padEnd(width)}  ${c.summary}`)
       .join('\n') +
-    `\n\nEvery command takes --json (machine-readable output on stdout) and --help.\n` +
-    `--arg k=v: v is parsed as JSON when it parses (800, true, {"a":1}), else taken as text.\n\n${ENVIRONMENT}\n` +
+    `\n\nEvery command takes --json (machine-readable output on stdout) and --help (tes run --help).\n\n${ENVIRONMENT}\n` +
     `Exit status: 0 ok, 1 API or network error, 2 usage error.\n`
   );
 }
 
-function commandHelp(name: string, c: Command): string {
-  return `Usage: ${c.usage}\n\n${c.summary}\n\n${ENVIRONMENT}`;
+function commandHelp(c: Command): string {
+  const details = [...c.details, '--json   machine-readable JSON on stdout (errors too); messages go to stderr'];
+  return `Usage: ${c.usage}\n\n${c.summary}\n\n${details.map((d) => `  ${d}`).join('\n')}\n\n${ENVIRONMENT}`;
 }
 
 /**
@@ -121,26 +168,27 @@ export async function main(argv: string[], env: Record<string, string | undefine
     return 2;
   }
   let json = rest.includes('--json');
+  let client: TesClient | undefined;
   try {
     const parsed = parseCommandLine(rest, command.options);
     const values = parsed.values as Values;
     json = values.json === true;
     if (values.help === true) {
-      io.stdout.write(commandHelp(name, command));
+      io.stdout.write(commandHelp(command));
       return 0;
     }
-    if (parsed.positionals.length !== command.positionals.length) {
-      throw new UsageError(
-        `expected ${command.positionals.length ? command.positionals.map((p) => `<${p}>`).join(' ') : 'no positional arguments'}, got ${parsed.positionals.length}`,
-      );
+    const least = command.positionals.filter((p) => !p.endsWith('?')).length;
+    if (parsed.positionals.length < least || parsed.positionals.length > command.positionals.length) {
+      const wanted = command.positionals.map((p) => (p.endsWith('?') ? `[${p.slice(0, -1).toUpperCase()}]` : p.toUpperCase())).join(' ');
+      throw new UsageError(`expected ${wanted || 'no positional arguments'}, got ${parsed.positionals.length}`);
     }
     const apiKey = env.TES_API_KEY;
     if (!apiKey) throw new UsageError('TES_API_KEY is not set: export a project API key');
-    const client = new TesClient({ apiKey, baseUrl: env.TES_URL || DEFAULT_BASE_URL });
+    client = new TesClient({ apiKey, baseUrl: env.TES_URL || DEFAULT_BASE_URL });
     await command.run({ client, io, json, values, positionals: parsed.positionals });
     return 0;
   } catch (err) {
-    return report(err, name, command, json, io);
+    return report(err, name, command, json, io, client);
   }
 }
 
@@ -153,7 +201,12 @@ function parseCommandLine(args: string[], options: Options): ReturnType<typeof p
   }
 }
 
-function report(err: unknown, name: string, command: Command, json: boolean, io: Io): number {
+/**
+ * Prints an error once, in words (describe-error.ts), and returns the exit status: 2 for a
+ * usage error, 1 for anything else. With --json the error document also goes to stdout, with
+ * the stable code for scripts.
+ */
+async function report(err: unknown, name: string, command: Command, json: boolean, io: Io, client: TesClient | undefined): Promise<number> {
   if (err instanceof UsageError) {
     io.stderr.write(`tes ${name}: ${err.message}\nUsage: ${command.usage}\n`);
     if (json) io.stdout.write(`${JSON.stringify({ error: { code: 'usage', message: err.message } }, null, 2)}\n`);
@@ -161,13 +214,10 @@ function report(err: unknown, name: string, command: Command, json: boolean, io:
   }
   if (err instanceof TesError) {
     const api = err instanceof TesApiError ? err : undefined;
-    const lines = [`tes ${name}: ${err.code}: ${err.message}`];
-    const problems = api?.details?.errors;
-    if (Array.isArray(problems)) {
-      for (const p of problems as { instancePath?: string; message?: string }[]) lines.push(`  ${p.instancePath || '/'} ${p.message ?? ''}`);
-    }
-    if (api?.retryAfterSeconds !== undefined) lines.push(`  retry after ${api.retryAfterSeconds} s`);
-    if (err.executionId) lines.push(`  execution ${err.executionId} (tes execution ${err.executionId})`);
+    const [first = err.code, ...more] = await describeError(err, client);
+    const lines = [`tes ${name}: ${first}`, ...more];
+    if (err.executionId && !(err instanceof ExecutionUnsuccessfulError)) lines.push(`  execution ${err.executionId}: tes execution ${err.executionId}`);
+    else if (err instanceof ExecutionUnsuccessfulError) lines.push(`  details: tes execution ${err.execution.id}`);
     io.stderr.write(lines.join('\n') + '\n');
     if (json) {
       const error = {
