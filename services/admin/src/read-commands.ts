@@ -40,7 +40,7 @@ const RELATIVE = /^(\d+)(m|h|d)$/;
 const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
 /** --since: an RFC 3339 time, or an age such as 90m, 24h, 7d. */
-export function parseSince(value: string, now: Date = new Date()): Date {
+function parseSince(value: string, now: Date = new Date()): Date {
   const rel = RELATIVE.exec(value);
   if (rel) return new Date(now.getTime() - Number(rel[1]) * UNIT_MS[rel[2] as keyof typeof UNIT_MS]);
   const at = /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2}))?$/.test(value) ? new Date(value) : null;
