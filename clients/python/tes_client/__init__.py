@@ -46,6 +46,8 @@ from .sse import SseEvent, SseParser
 from .types import (
     FINAL_STATUSES,
     Artifact,
+    ImageFacts,
+    MediaFacts,
     Catalog,
     Download,
     Execution,
@@ -86,6 +88,8 @@ __all__ = [
     "ExecutionUnsuccessfulError",
     "FINAL_STATUSES",
     "FailedPreconditionError",
+    "ImageFacts",
+    "MediaFacts",
     "IDEMPOTENCY_KEY_PATTERN",
     "IdempotencyConflictError",
     "InsufficientBalanceError",

@@ -3,7 +3,7 @@ services/gateway/openapi.json. Money is always an ``int`` of micro-USD (1 USD = 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, TypedDict
+from typing import Any, Dict, List, Literal, Optional, TypedDict, Union
 
 ExecutionStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled", "needs_review"]
 StepStatus = Literal["running", "succeeded", "failed", "cancelled"]
@@ -120,12 +120,45 @@ class ExecutionList(TypedDict):
     nextBefore: Optional[str]
 
 
+class ImageFacts(TypedDict):
+    kind: Literal["image"]
+    #: Upright size in pixels (after EXIF orientation).
+    width: int
+    height: int
+
+
+class VideoStream(TypedDict):
+    codec: str
+    width: int
+    height: int
+    durationSeconds: Optional[float]
+    frameRate: Optional[float]
+
+
+class AudioStream(TypedDict):
+    codec: str
+    sampleRate: float
+    channels: int
+    #: Decoded samples over the sample rate: the length audio tools bill an output by.
+    decodedSeconds: float
+
+
+class MediaFacts(TypedDict):
+    kind: Literal["media"]
+    durationSeconds: Optional[float]
+    video: Optional[VideoStream]
+    audio: Optional[AudioStream]
+
+
 class UploadedFile(TypedDict):
     id: str
     format: Literal["jpeg", "png", "wav", "mp3", "mp4"]
     mimeType: str
     sizeBytes: int
     sha256: str
+    #: What the upload was measured to hold; quotes of tools that read it are priced from these.
+    #: None when the gateway that stored it could not measure it (no ffprobe).
+    facts: Optional[Union[ImageFacts, MediaFacts]]
     expiresAt: str
 
 

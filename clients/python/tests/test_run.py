@@ -26,6 +26,7 @@ class UploadTest(unittest.TestCase):
             (from_path["mimeType"], from_path["format"], from_path["sizeBytes"], from_path["sha256"]),
             ("image/png", "png", len(data), hashlib.sha256(data).hexdigest()),
         )
+        self.assertEqual(from_path["facts"], {"kind": "image", "width": 48, "height": 32})  # measured at upload
         self.assertEqual(tes.upload(data, "image/png")["id"], from_path["id"])  # same content, same id
         self.assertEqual(tes.upload(bytearray(data))["id"], from_path["id"])
         # the uploaded file is an input a tool reads
