@@ -1,6 +1,6 @@
 import { access, mkdir, writeFile } from 'node:fs/promises';
 import { constants } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import type { TesClient } from '../client';
 import { TesError } from '../errors';
@@ -177,8 +177,14 @@ async function saveArtifacts(ctx: Context, artifacts: (Artifact & Pick<RunArtifa
   return saved;
 }
 
+/** A saved file's path as the user would type it: relative when under the current folder. */
+function shown(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : path;
+}
+
 function savedLines(files: SavedFile[]): string {
-  return files.map((f) => `saved ${f.path}  (${f.mimeType}, ${f.sizeBytes.toLocaleString('en-US')} bytes, sha256 checked)\n`).join('');
+  return files.map((f) => `saved ${shown(f.path)}  (${f.mimeType}, ${f.sizeBytes.toLocaleString('en-US')} bytes, sha256 checked)\n`).join('');
 }
 
 function describeExecution(e: Execution): string {
