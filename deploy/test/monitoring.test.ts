@@ -1,5 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { stringify } from 'yaml';
 import { readYaml, REPO } from './kustomize';
 import { checkPromQL, metricCatalog, type MetricInfo, type Selector } from './promql';
 
@@ -118,6 +121,22 @@ describe('Grafana dashboard', () => {
     }
     for (const p of panels()) expect(new Set(p.targets.map((t: Json) => t.refId)).size).toBe(p.targets.length);
     expect(problems).toEqual([]);
+  });
+
+  test('every query parses as PromQL (promtool check rules, each query a recording rule)', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tes-dashboard-'));
+    try {
+      const rules = exprs().map(({ expr }, i) => ({
+        record: `tes:dashboard_query_${i}`,
+        expr: expr.replaceAll('$__rate_interval', '5m').replaceAll('$namespace', '.*'),
+      }));
+      writeFileSync(path.join(dir, 'queries.yaml'), stringify({ groups: [{ name: 'dashboard', rules }] }));
+      const r = spawnSync('promtool', ['check', 'rules', 'queries.yaml'], { cwd: dir, encoding: 'utf8' });
+      if (r.error) throw new Error(`promtool is not installed (apt-get install prometheus): ${r.error.message}`);
+      expect(`${r.stdout}${r.stderr}`).toContain(`SUCCESS: ${rules.length} rules found`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('shows throughput, latency, refusals by reason, queue depth, outbox lag, money, failures by code, providers, the database pools, Node', () => {
