@@ -51,9 +51,9 @@ function compileOnly(tes: TesClient, names: { fromConfig: string; known: ToolNam
   void tes.quote('video.slideshow', { slides: [{ fileId: 'file_x', seconds: 1, color: '#ffffff' }] });
   // @ts-expect-error an OpenAI voice needs the OpenAI model (if/then/else)
   void tes.run('audio.speech', { text: 'Hej', voice: 'nova' });
-  // @ts-expect-error submit checks too
   void tes.submit(
     'test.sleep',
+    // @ts-expect-error submit checks too
     { seconds: 'soon', steps: 1, costMicrosPerStep: 5 },
     { priceVersion: 'v', maximumChargeMicros: 5, idempotencyKey: 'key-00001' },
   );
