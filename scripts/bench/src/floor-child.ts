@@ -8,8 +8,8 @@
  * - `GET /tools/executions/:id`: `SELECT <the execution's columns> FROM executions WHERE id = $1`
  *   on the bench's database (the real rows B1 polls), answered `{ data: row }` (404 when none).
  * - `POST /tools/:tool`: the submit's own statement (libs/db/src/executions/submit.ts
- *   `submitExecution`, captured from one call at start, so it is always the SQL the service
- *   runs), with real bindings so it inserts: a fresh execution id, the request's
+ *   `submitExecution`, captured from one call at start at node-postgres's query, so it is
+ *   always the SQL the service runs), with real bindings so it inserts: a fresh execution id, the request's
  *   Idempotency-Key, its `arguments`, a fresh journal transaction id, on the pgbench scratch
  *   database's projects (`prj_pgb_1…N`, rotating; no relay watches that database's outbox).
  *   Answered 202 `{ data: row }`.
@@ -40,16 +40,23 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 type Slot = { kind: 'const'; value: unknown } | { kind: 'template'; value: string } | { kind: 'args' } | { kind: 'uuid' };
 
 /**
- * The submit's SQL and its bindings in order, as knex hands them to node-postgres: one call of
+ * The submit's SQL and its bindings in order, as node-postgres receives them: one call of
  * submitExecution with sentinel values on a project that does not exist (so it writes nothing
- * and ends in a refusal, which is ignored), recorded from knex's `query` event.
+ * and ends in a refusal, which is ignored), recorded at pg.Client#query (whether knex or
+ * libs/db's own prepared-statement path sends it) while that call runs.
  */
 async function captureSubmit(url: string): Promise<{ sql: string; slots: Slot[] }> {
   const k = knex({ client: 'pg', connection: url, pool: { min: 0, max: 1 } });
   let captured: { sql: string; bindings: unknown[] } | undefined;
-  k.on('query', (q: { sql: string; bindings?: unknown[] }) => {
-    captured ??= { sql: q.sql, bindings: q.bindings ?? [] };
-  });
+  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = proto.query;
+  proto.query = function (this: pg.Client, ...args: unknown[]): unknown {
+    const config = args[0] as { text?: unknown; values?: unknown[] } | undefined;
+    if (!captured && typeof config?.text === 'string' && /INSERT INTO executions/i.test(config.text)) {
+      captured = { sql: config.text, bindings: config.values ?? [] };
+    }
+    return original.apply(this, args);
+  };
   try {
     await submitExecution(k, {
       id: SENTINEL.id,
@@ -69,11 +76,12 @@ async function captureSubmit(url: string): Promise<{ sql: string; slots: Slot[] 
   } catch {
     // refused (no such project): expected, only the statement was wanted
   } finally {
+    proto.query = original;
     await k.destroy();
   }
-  if (!captured) throw new Error('the submit statement was not captured');
+  if (!captured) throw new Error('the submit statement (INSERT INTO executions) was not captured: floor-child must change with submit.ts');
   const { bindings } = captured;
-  // knex has numbered the placeholders already ($1…$n, one per occurrence of a name)
+  // numbered placeholders ($1…$n): knex numbers one per occurrence of a name, libs/db's prepared path one per name
   if (!/\$1\b/.test(captured.sql)) throw new Error('the captured submit statement has no $n placeholders');
   const argsJson = JSON.stringify(SENTINEL_ARGS);
   const slots = bindings.map((value): Slot => {
