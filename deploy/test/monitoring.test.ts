@@ -185,7 +185,7 @@ describe('PrometheusRule alerts', () => {
     expect(has(/max by \(namespace\) \(tes_outbox_lag_seconds\) > \d+/)).toBe(true);
     expect(has(/(delta|deriv|predict_linear)\(tes_queue_depth\[/)).toBe(true);
     expect(has(/tes_needs_review_executions\) > 0/)).toBe(true);
-    expect(has(/min by \(namespace\) \(tes_ledger_audit_ok\) == 0/)).toBe(true);
+    expect(has(/min by \(namespace\) \(tes_ledger_audit_ok\{service="relay"\}\) == 0/)).toBe(true);
     expect(has(/status=~"5\.\."/)).toBe(true);
     expect(has(/tes_http_rejections_total\{reason="execution_disabled"\}/)).toBe(true);
   });

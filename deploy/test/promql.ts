@@ -119,7 +119,7 @@ export function checkPromQL(expr: string, catalog: Map<string, MetricInfo>): { s
   for (const t of tokens) {
     const ident = t[2];
     if (!ident) continue;
-    if (t[3]) {
+    if (t[3] && !KEYWORDS.has(ident.toLowerCase())) {
       if (!FUNCTIONS.has(ident)) problems.push(`unknown function ${ident}()`);
     } else if (!KEYWORDS.has(ident.toLowerCase()) && !selectors.some((s) => s.series === ident)) {
       selectors.push({ series: ident, metric: metricOf(ident, catalog) ?? ident, matchers: new Map() });

@@ -83,6 +83,15 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     labelNames: ['reason'],
     registers: [registry],
   });
+  // NaN (no verdict) until an audit has run: only the relay audits, and a gauge left at its
+  // default 0 in the gateway and the workers, or in a relay whose first audit has not finished,
+  // would read as "an invariant is broken" to min() and page
+  const ledgerAuditOk = new Gauge({
+    name: 'tes_ledger_audit_ok',
+    help: '1 when the last ledger audit found every money invariant intact, 0 when one was broken, NaN before any verdict (only the relay audits)',
+    registers: [registry],
+  });
+  ledgerAuditOk.set(NaN);
   // every reason exported from the start at 0, so rate() and the alerts see a series before the first refusal
   for (const reason of REJECTION_REASONS) httpRejections.inc({ reason }, 0);
   return {
@@ -152,11 +161,7 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       labelNames: ['queue'],
       registers: [registry],
     }),
-    ledgerAuditOk: new Gauge({
-      name: 'tes_ledger_audit_ok',
-      help: '1 when the last ledger audit found every money invariant intact, 0 when one was broken',
-      registers: [registry],
-    }),
+    ledgerAuditOk,
     settledMicros: new Counter({
       name: 'tes_settled_micros_total',
       help: 'Micro-USD charged at settlement, by tool',
