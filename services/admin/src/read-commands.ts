@@ -25,6 +25,7 @@ import {
   type KeySummary,
   type ProjectSummary,
 } from './read-queries';
+import { deliveriesTable } from './webhook-commands';
 import { command, idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 
 type Opts = Record<string, string | boolean | undefined>;
@@ -176,18 +177,7 @@ function renderExecutionShow(r: Awaited<ReturnType<typeof runExecutionShow>>): s
         { header: 'transaction', value: (j) => j.transactionId },
       ])
     : null;
-  const deliveries = r.webhookDeliveries.length
-    ? table(r.webhookDeliveries, [
-        { header: 'id', value: (d) => d.id },
-        { header: 'endpoint', value: (d) => d.endpointId },
-        { header: 'event', value: (d) => d.eventType },
-        { header: 'status', value: (d) => d.status },
-        { header: 'attempts', value: (d) => d.attempts, right: true },
-        { header: 'last code', value: (d) => d.lastStatusCode, right: true },
-        { header: 'next attempt', value: (d) => d.nextAttemptAt },
-        { header: 'last error', value: (d) => d.lastError },
-      ])
-    : null;
+  const deliveries = r.webhookDeliveries.length ? deliveriesTable(r.webhookDeliveries) : null;
   const artifacts = r.artifacts.length
     ? table(r.artifacts, [
         { header: 'id', value: (a) => a.id },

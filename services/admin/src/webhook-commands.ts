@@ -6,9 +6,11 @@ import {
   listWebhookDeliveries,
   listWebhookEndpoints,
   WEBHOOK_EVENTS,
+  type WebhookDelivery,
   type WebhookEvent,
 } from '@tes/db';
-import { idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
+import { table } from './format';
+import { command, idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 
 /** An http(s) URL without credentials in it (a secret in a URL ends up in logs and proxies). */
 function endpointUrl(raw: string): string {
@@ -41,6 +43,20 @@ function events(raw: string | undefined): WebhookEvent[] | undefined {
   return list as WebhookEvent[];
 }
 
+/** An execution's deliveries as `webhook deliveries` and `execution show` print them. */
+export function deliveriesTable(deliveries: readonly WebhookDelivery[]): string {
+  return table(deliveries, [
+    { header: 'id', value: (d) => d.id },
+    { header: 'endpoint', value: (d) => d.endpointId },
+    { header: 'event', value: (d) => d.eventType },
+    { header: 'status', value: (d) => d.status },
+    { header: 'attempts', value: (d) => d.attempts, right: true },
+    { header: 'last code', value: (d) => d.lastStatusCode, right: true },
+    { header: 'next attempt', value: (d) => d.nextAttemptAt },
+    { header: 'last error', value: (d) => d.lastError },
+  ]);
+}
+
 async function projectExists(db: Knex, projectId: string): Promise<void> {
   if (!(await db('projects').where({ id: projectId }).first('id'))) throw new PreconditionError(`project ${projectId} not found`);
 }
@@ -64,7 +80,7 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
       return { id: e.id, secret: e.secret, url: e.url, events: e.events };
     },
   },
-  {
+  command({
     name: 'webhook list',
     summary: "List a project's webhook endpoints (never their secrets).",
     options: { project: { description: 'project id (prj_...)', required: true } },
@@ -73,7 +89,14 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
       await projectExists(db, projectId);
       return { data: await listWebhookEndpoints(db, projectId) };
     },
-  },
+    render: (r) =>
+      table(r.data, [
+        { header: 'id', value: (e) => e.id },
+        { header: 'url', value: (e) => e.url },
+        { header: 'events', value: (e) => e.events.join(',') },
+        { header: 'created', value: (e) => e.createdAt },
+      ]),
+  }),
   {
     name: 'webhook delete',
     summary: 'Delete a webhook endpoint: nothing more is sent to it, and its pending deliveries end failed.',
@@ -84,7 +107,7 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
       return { id, deleted: true };
     },
   },
-  {
+  command({
     name: 'webhook deliveries',
     summary: "An execution's webhook deliveries: event, endpoint, status, attempts, last status code, next retry.",
     options: { execution: { description: 'execution id (exe_...)', required: true } },
@@ -93,5 +116,6 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
       if (!(await getExecutionById(db, executionId))) throw new PreconditionError(`execution ${executionId} not found`);
       return { data: await listWebhookDeliveries(db, executionId) };
     },
-  },
+    render: (r) => (r.data.length ? deliveriesTable(r.data) : '(no deliveries: no endpoint of the project subscribed to the events it reached)'),
+  }),
 ];

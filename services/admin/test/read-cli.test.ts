@@ -343,6 +343,11 @@ describe('execution show', () => {
     expect(t.out).toMatch(/^\s*\d+\s+\S+\s+settle\s+available\s+300 \(\$0\.000300\)\s/m);
     expect(t.out).toMatch(/\nwebhook deliveries\nID\s+ENDPOINT\s+EVENT\s+STATUS/);
     expect(t.out).toMatch(/\nartifacts\n {2}\(none\)$/);
+    const d = await read('webhook', 'deliveries', '--execution', ids.failed);
+    expect(d.out).toMatch(
+      /^ID\s+ENDPOINT\s+EVENT\s+STATUS\s+ATTEMPTS\s+LAST CODE\s+NEXT ATTEMPT\s+LAST ERROR\nmsg_\w+\s+whk_\w+\s+execution.failed\s+pending\s+0\s+-\s+\S+Z\s+-$/,
+    );
+    expect((await read('webhook', 'deliveries', '--execution', ids.queued)).out).toMatch(/^\(no deliveries/);
   });
 
   it('a queued execution has no steps and no deliveries yet; unknown ids exit 1, malformed ones 2', async () => {

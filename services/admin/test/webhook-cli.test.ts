@@ -34,7 +34,7 @@ it('webhook create prints the secret once; list never shows it; delete ends pend
   const all = await cli('webhook', 'create', '--project', p.projectId, '--url', 'http://127.0.0.1:9/all');
   expect(all.json().events).toEqual(['execution.succeeded', 'execution.failed', 'execution.cancelled', 'execution.needs_review']);
 
-  const listed = await cli('webhook', 'list', '--project', p.projectId);
+  const listed = await cli('webhook', 'list', '--project', p.projectId, '--json');
   expect(listed.code).toBe(0);
   expect(listed.out).not.toContain('whsec_');
   expect((listed.json().data as { id: string }[]).map((x) => x.id)).toEqual([e.id, all.json().id].sort());
@@ -42,7 +42,14 @@ it('webhook create prints the secret once; list never shows it; delete ends pend
   const deleted = await cli('webhook', 'delete', '--id', e.id as string);
   expect(deleted.json()).toEqual({ id: e.id, deleted: true });
   expect((await cli('webhook', 'delete', '--id', e.id as string)).code).toBe(1);
-  expect(((await cli('webhook', 'list', '--project', p.projectId)).json().data as unknown[]).length).toBe(1);
+  expect(((await cli('webhook', 'list', '--project', p.projectId, '--json')).json().data as unknown[]).length).toBe(1);
+  const shown = await cli('webhook', 'list', '--project', p.projectId);
+  expect(shown.out).toMatch(
+    new RegExp(
+      `^ID\\s+URL\\s+EVENTS\\s+CREATED\\n${all.json().id as string}\\s+http://127.0.0.1:9/all\\s+execution.succeeded,execution.failed,execution.cancelled,execution.needs_review\\s+\\S+Z$`,
+    ),
+  );
+  expect(shown.out).not.toContain('whsec_');
 });
 
 it('refuses bad input with exit 2, unknown ids with exit 1, and changes nothing', async () => {
