@@ -4,6 +4,7 @@ import { ExecutionUnsuccessfulError, TesApiError, TesError } from '../errors';
 import { UsageError } from './args';
 import { describeError } from './describe-error';
 import * as commands from './commands';
+import { wrap } from './format';
 import type { Context, Io, Values } from './commands';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -11,8 +12,8 @@ type Options = NonNullable<ParseArgsConfig['options']>;
 interface Command {
   usage: string;
   summary: string;
-  /** What each option and argument means, one per line, shown by `tes <command> --help`. */
-  details: string[];
+  /** Each option or argument and what it means, shown by `tes <command> --help`; an empty name is a note. */
+  details: [string, string][];
   options: Options;
   /** Names of the positional arguments; a trailing `?` marks one that may be left out. */
   positionals: string[];
@@ -20,18 +21,19 @@ interface Command {
 }
 
 const ARG = { arg: { type: 'string', multiple: true }, file: { type: 'string', multiple: true } } satisfies Options;
-const ARG_HELP = [
-  '--arg PATH=VALUE   an argument; VALUE is JSON when it parses (800, true, {"a":1}, "2026"), else text.',
-  '                   PATH reaches into objects and arrays: --arg resize.width=256 --arg slides[0].text=Hi',
-  '--file PATH=FILE   upload FILE and put its file id at PATH: --file fileId=photo.jpg,',
-  '                   --file slides[1].fileId=frame.png (array items in order, from [0])',
+const ARG_HELP: [string, string][] = [
+  [
+    '--arg PATH=VALUE',
+    'an argument; VALUE is JSON when it parses (800, true, {"a":1}, "2026"), else text. PATH reaches into objects and arrays: --arg resize.width=256 --arg slides[0].text=Hi',
+  ],
+  ['--file PATH=FILE', 'upload FILE and put its file id at PATH: --file fileId=photo.jpg, --file slides[1].fileId=frame.png (array items in order, from [0])'],
 ];
 
 const COMMANDS: Record<string, Command> = {
   tools: {
     usage: 'tes tools [NAME] [--json]',
     summary: 'list the tools and their prices; with NAME, one tool: arguments, models, example',
-    details: ['NAME   a tool name (image.render): its arguments as a table (* required), price, models and an example command'],
+    details: [['NAME', 'a tool name (image.render): its arguments as a table (* required), price, models and an example command']],
     options: {},
     positionals: ['name?'],
     run: commands.toolsCommand,
@@ -40,9 +42,9 @@ const COMMANDS: Record<string, Command> = {
     usage: 'tes upload FILE [--type MIME] [--json]',
     summary: 'upload a file (free): prints its file id and what was measured in it',
     details: [
-      'FILE          a PNG, JPEG, WAV, MP3 or MP4 file, at most 12 MiB; the same bytes give the same id',
-      '--type MIME   the type, when it cannot be told from the bytes (image/png, audio/mpeg, …)',
-      'Pass the id as a fileId argument: tes run image.transform --arg fileId=file_… (or let --file upload it).',
+      ['FILE', 'a PNG, JPEG, WAV, MP3 or MP4 file, at most 12 MiB; the same bytes give the same id'],
+      ['--type MIME', 'the type, when it cannot be told from the bytes (image/png, audio/mpeg, …)'],
+      ['', 'Pass the id as a fileId argument: tes run image.transform --arg fileId=file_… (or let tes run --file upload it).'],
     ],
     options: { type: { type: 'string' } },
     positionals: ['file'],
@@ -61,10 +63,9 @@ const COMMANDS: Record<string, Command> = {
     summary: 'upload files, quote, confirm, run with progress, download the artifacts',
     details: [
       ...ARG_HELP,
-      '--yes, -y         run without asking (needed when stdin is not a terminal): up to the quoted maximum is reserved',
-      '--out DIR         where the artifacts are saved, as <artifact id>.<format> (default: the current folder)',
-      '--strategy S      how to follow the execution: auto (default: the event stream, else Prefer: wait, else',
-      '                  polling), stream, wait or poll',
+      ['--yes, -y', 'run without asking (needed when stdin is not a terminal); up to the quoted maximum is reserved'],
+      ['--out DIR', 'where the artifacts are saved, as <artifact id>.<format> (default: the current folder)'],
+      ['--strategy S', 'how to follow the execution: auto (default: the event stream, else Prefer: wait, else polling), stream, wait or poll'],
     ],
     options: { ...ARG, yes: { type: 'boolean', short: 'y' }, out: { type: 'string' }, strategy: { type: 'string' } },
     positionals: ['tool'],
@@ -74,10 +75,10 @@ const COMMANDS: Record<string, Command> = {
     usage: 'tes executions [--status S] [--tool T] [--limit N] [--before ID] [--json]',
     summary: "the project's executions, newest first",
     details: [
-      '--status S    only this status: queued, running, waiting, succeeded, failed, cancelled, needs_review',
-      '--tool T      only this tool',
-      '--limit N     at most N (1-100, default 20); the last line tells how to get the next page',
-      '--before ID   the page after this execution (the nextBefore of the previous page)',
+      ['--status S', 'only this status: queued, running, waiting, succeeded, failed, cancelled, needs_review'],
+      ['--tool T', 'only this tool'],
+      ['--limit N', 'at most N (1-100, default 20); the last line tells how to get the next page'],
+      ['--before ID', 'the page after this execution (the nextBefore of the previous page)'],
     ],
     options: { status: { type: 'string' }, tool: { type: 'string' }, limit: { type: 'string' }, before: { type: 'string' } },
     positionals: [],
@@ -86,15 +87,15 @@ const COMMANDS: Record<string, Command> = {
   execution: {
     usage: 'tes execution ID [--json]',
     summary: 'one execution: status, steps, charge, artifacts',
-    details: ['ID   an execution id (exe_…)'],
+    details: [['ID', 'an execution id (exe_…)']],
     options: {},
     positionals: ['id'],
     run: commands.executionCommand,
   },
   cancel: {
     usage: 'tes cancel ID [--json]',
-    summary: 'cancel an execution (a queued one at once; a running one after its current step, which may be charged)',
-    details: ['ID   an execution id (exe_…)'],
+    summary: 'cancel an execution (a queued one ends at once; a running step may still be charged)',
+    details: [['ID', 'an execution id (exe_…)']],
     options: {},
     positionals: ['id'],
     run: commands.cancelCommand,
@@ -102,7 +103,10 @@ const COMMANDS: Record<string, Command> = {
   download: {
     usage: 'tes download ID [--out DIR] [--json]',
     summary: 'save every artifact of a succeeded execution, each checked against its sha256',
-    details: ['ID          an execution id (exe_…)', '--out DIR   where to save them, as <artifact id>.<format> (default: the current folder)'],
+    details: [
+      ['ID', 'an execution id (exe_…)'],
+      ['--out DIR', 'where to save them, as <artifact id>.<format> (default: the current folder)'],
+    ],
     options: { out: { type: 'string' } },
     positionals: ['id'],
     run: commands.downloadCommand,
@@ -142,9 +146,22 @@ function globalHelp(): string {
   );
 }
 
-function commandHelp(c: Command): string {
-  const details = [...c.details, '--json   machine-readable JSON on stdout (errors too); messages go to stderr'];
-  return `Usage: ${c.usage}\n\n${c.summary}\n\n${details.map((d) => `  ${d}`).join('\n')}\n\n${ENVIRONMENT}`;
+function commandHelp(c: Command, columns: number): string {
+  // Options first (--json last of them), then the notes.
+  const details: [string, string][] = [
+    ...c.details.filter(([name]) => name !== ''),
+    ['--json', 'machine-readable JSON on stdout (errors too); messages go to stderr'],
+    ...c.details.filter(([name]) => name === ''),
+  ];
+  const width = Math.max(...details.map(([name]) => name.length));
+  const textWidth = Math.max(40, Math.min(columns, 120) - width - 5);
+  const lines = details.flatMap(([name, text]) =>
+    name === ''
+      ? ['', ...wrap(text, textWidth + width + 2).map((l) => `  ${l}`)]
+      : wrap(text, textWidth).map((l, i) => `  ${(i === 0 ? name : '').padEnd(width)}  ${l}`),
+  );
+  const usage = wrap(c.usage, Math.min(columns, 120) - 8).join('\n       ');
+  return `Usage: ${usage}\n\n${c.summary}\n\n${lines.join('\n')}\n\n${ENVIRONMENT}`;
 }
 
 /**
@@ -174,7 +191,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     const values = parsed.values as Values;
     json = values.json === true;
     if (values.help === true) {
-      io.stdout.write(commandHelp(command));
+      io.stdout.write(commandHelp(command, io.stdout.columns ?? 80));
       return 0;
     }
     const least = command.positionals.filter((p) => !p.endsWith('?')).length;
