@@ -13,7 +13,8 @@ import { load, REPO, type Obj, type Tree } from './kustomize';
 export function contractVariables(): Set<string> {
   const src = readFileSync(path.join(REPO, 'libs/config/src/index.ts'), 'utf8');
   const names = new Set<string>();
-  for (const m of src.matchAll(/\b(?:str|int|bool|url|delays)\(\s*'([A-Z][A-Z0-9_]*)'/g)) names.add(m[1]!);
+  // any reader called with the variable's name (str('PORT'), int(...), a new fraction(...) alike)
+  for (const m of src.matchAll(/\b[a-zA-Z]+\(\s*'([A-Z][A-Z0-9_]*)'/g)) names.add(m[1]!);
   for (const m of src.matchAll(/\benv\.([A-Z][A-Z0-9_]*)/g)) names.add(m[1]!);
   // the regexes must keep finding the contract (a refactor of config must not empty this set)
   for (const known of ['DATABASE_URL', 'AMQP_URL', 'METRICS_PORT', 'SHUTDOWN_TIMEOUT_MS', 'WORKER_QUEUES', 'FAL_KEY']) {
