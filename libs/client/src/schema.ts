@@ -367,9 +367,15 @@ export interface components {
          * @description RFC 3339 UTC timestamp with milliseconds, or null when the moment has not happened yet.
          */
         NullableTimestamp: string | null;
-        /** @description Amount in micro-USD (1 USD = 1,000,000 micros). */
+        /**
+         * @description Amount in micro-USD (1 USD = 1,000,000 micros).
+         * @example 25000
+         */
         Micros: number;
-        /** @description Amount in micro-USD, or null when there is no such limit. */
+        /**
+         * @description Amount in micro-USD, or null when there is no such limit.
+         * @example 50000000
+         */
         NullableMicros: number | null;
         /** @enum {string} */
         Currency: "usd";

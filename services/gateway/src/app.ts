@@ -5,6 +5,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { AppError, isAppError } from '@tes/core';
 import { isConnectionError, isRetryableTransactionError } from '@tes/db';
 import { authenticate } from './auth';
+import { consoleSite } from './console';
 import type { AuthContext, GatewayDeps } from './context';
 import { httpFor } from './errors';
 import { mountRoutes, readUnroutedBody } from './mount-routes';
@@ -60,6 +61,8 @@ export function createApp(deps: GatewayDeps): express.Express {
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
   app.use('/docs/assets', docsAssets());
+  // The browser console (services/console's build), on this origin: no CORS, no key in a URL.
+  app.use('/console', consoleSite(deps.config));
 
   // Order: the key, then the request rate, and only then the body. A caller without a valid
   // key, or past its limit, costs no body parsing (and is counted: failed authentications

@@ -68,6 +68,7 @@ const DOCS_PAGE = `<!doctype html>
   <meta charset="utf-8">
   <title>Tool Execution Service API</title>
   <link rel="stylesheet" href="/docs/assets/swagger-ui.css">
+  <link rel="icon" type="image/png" href="/docs/assets/favicon-32x32.png">
 </head>
 <body>
   <div id="swagger-ui"></div>
@@ -78,8 +79,25 @@ const DOCS_PAGE = `<!doctype html>
 </html>
 `;
 
-const DOCS_INIT = `window.ui = SwaggerUIBundle({
+/**
+ * Swagger UI 5 supports only the OAS base dialect and shows a warning box for any other
+ * `jsonSchemaDialect`. Ours declares JSON Schema 2020-12 (what the gateway's ajv compiles, and
+ * a subset of the base dialect), so the copy the reference renders leaves the field out, which
+ * changes nothing it shows; /openapi.json itself is served as the file holds it.
+ * The document's server is relative ("/"): "Try it out" calls the origin the page was opened at.
+ */
+const DOCS_INIT = `const withoutDialect = (res) => {
+  if (res.ok && typeof res.text === 'string' && new URL(res.url, location.href).pathname === '/openapi.json') {
+    const doc = JSON.parse(res.text);
+    delete doc.jsonSchemaDialect;
+    res.text = res.data = JSON.stringify(doc);
+    res.body = res.obj = doc;
+  }
+  return res;
+};
+window.ui = SwaggerUIBundle({
   url: '/openapi.json',
+  responseInterceptor: withoutDialect,
   dom_id: '#swagger-ui',
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIStandalonePreset],
   layout: 'StandaloneLayout',
