@@ -117,7 +117,8 @@ export class ServiceStack {
       // several gateway processes share the flags: node's default names (with the pid) keep their profiles apart
       nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${name}.cpuprofile`])] : [],
     });
-    await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child);
+    // each process loads and connects on its own (on one pinned core with --taskset, one after another)
+    await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child, 30_000 * processes);
     this.metricsUrl[name] = `http://127.0.0.1:${metricsPort}`;
     this.startRssMb[name] = Math.max(...[child.pid, ...childPids(child.pid)].map((pid) => rssMb(pid) ?? 0));
     if (name === 'gateway') this.baseUrl = `http://127.0.0.1:${port}`;
