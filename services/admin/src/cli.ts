@@ -6,13 +6,16 @@ import { UsageError, type CommandSpec, type OptionSpec } from './spec';
 export interface CliIo {
   out: (text: string) => void;
   err: (text: string) => void;
+  /** stdout is a terminal: read commands print tables there, JSON anywhere else (the contract's "JSON on stdout" for scripts). */
+  tty?: boolean;
 }
 
-const JSON_OPTION: OptionSpec = { description: 'print the result as JSON instead of tables', type: 'boolean' };
+const JSON_OPTION: OptionSpec = { description: 'print JSON (the default when stdout is not a terminal)', type: 'boolean' };
+const TABLE_OPTION: OptionSpec = { description: 'print tables (the default on a terminal)', type: 'boolean' };
 
-/** The options a command takes: its own, and --json when it prints tables. */
+/** The options a command takes: its own, and --json/--table when it can print tables. */
 function optionsOf(c: CommandSpec): Record<string, OptionSpec> {
-  return c.render ? { ...c.options, json: JSON_OPTION } : c.options;
+  return c.render ? { ...c.options, json: JSON_OPTION, table: TABLE_OPTION } : c.options;
 }
 
 function commandHelp(c: CommandSpec): string {
@@ -33,8 +36,8 @@ function generalHelp(): string {
     'commands:',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(24)} ${c.summary}`),
     '',
-    'Each command takes --help. Read commands (list, show) print tables, or JSON with --json;',
-    'the others print JSON. Money is shown in micro-USD and in dollars (1 USD = 1000000 micros).',
+    'Each command takes --help. Every command prints JSON on stdout for scripts; read commands',
+    '(list, show) print tables instead when stdout is a terminal (--json and --table choose). Money is shown in micro-USD and in dollars (1 USD = 1000000 micros).',
     'Configuration comes from the environment (DATABASE_URL, ...).',
     'Exit status: 0 ok; 1 failed precondition (an unknown id, a state the command cannot act on,',
     'a price list changed since export; ledger audit: an invariant broken); 2 bad usage.',
@@ -53,6 +56,11 @@ function findCommand(argv: string[]): { command: CommandSpec; rest: string[] } |
 
 function isAsyncIterable(value: unknown): value is AsyncIterable<string> {
   return typeof value === 'object' && value !== null && Symbol.asyncIterator in value;
+}
+
+function wantsTable(values: Record<string, string | boolean | undefined>, io: CliIo): boolean {
+  if (values.json === true) return false;
+  return values.table === true || io.tty === true;
 }
 
 /**
@@ -98,7 +106,7 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Pr
     const result = await command.run(db, values, positionals, (text) => io.err(`note: ${text}`));
     if (typeof result === 'string') io.out(result);
     else if (isAsyncIterable(result)) for await (const chunk of result) io.out(chunk);
-    else if (command.render && values.json !== true) io.out((command.render as (r: unknown) => string)(result));
+    else if (command.render && wantsTable(values, io)) io.out((command.render as (r: unknown) => string)(result));
     else io.out(JSON.stringify(result, null, 2));
     if (command.name === 'ledger audit' && !(result as { ok: boolean }).ok) return 1;
     return 0;

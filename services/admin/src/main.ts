@@ -18,6 +18,7 @@ async function main(): Promise<void> {
   const code = await runCli(process.argv.slice(2), () => createDb({ url: config.databaseUrl, poolMax: 2, applicationName: 'tes-admin' }), {
     out: (t) => process.stdout.write(`${t}\n`),
     err: (t) => process.stderr.write(`${t}\n`),
+    tty: process.stdout.isTTY,
   });
   process.exitCode = code;
 }

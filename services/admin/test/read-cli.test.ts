@@ -23,10 +23,15 @@ import { exportLedger } from '../src/ledger-export';
  */
 const { db, database } = useTestDatabase({ poolMax: 2 });
 
+/** `tty`: stdout is a terminal (tables by default), as for an operator; a script's stdout is not. */
 async function cli(...argv: string[]) {
+  return cliOn(true, ...argv);
+}
+
+async function cliOn(tty: boolean, ...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(argv, () => createDb({ url: database.url, poolMax: 1 }), { out: (t) => out.push(t), err: (t) => err.push(t) });
+  const code = await runCli(argv, () => createDb({ url: database.url, poolMax: 1 }), { out: (t) => out.push(t), err: (t) => err.push(t), tty });
   const text = out.join('\n');
   return { code, out: text, err: err.join('\n'), json: () => JSON.parse(text) };
 }
@@ -122,6 +127,14 @@ describe('org and project', () => {
     expect((j.json() as { data: unknown[] }).data).toEqual(
       expect.arrayContaining([{ id: a.organizationId, name: 'Test org', projects: 1, createdAt: expect.stringMatching(/Z$/) }]),
     );
+  });
+
+  it('a script (stdout not a terminal) gets JSON, as the contract says; --table asks for the table', async () => {
+    const piped = await cliOn(false, 'org', 'list');
+    expect(piped.code).toBe(0);
+    expect((piped.json() as { data: { id: string }[] }).data.map((o) => o.id)).toEqual(expect.arrayContaining([a.organizationId]));
+    const table = await cliOn(false, 'org', 'list', '--table');
+    expect(table.out.split('\n')[0]).toMatch(/^ID\s+NAME\s+PROJECTS\s+CREATED$/);
   });
 
   it('project list shows money in micros and dollars; --org narrows it; an unknown org exits 1, a malformed one 2', async () => {

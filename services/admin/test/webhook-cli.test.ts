@@ -7,7 +7,7 @@ const { db, database: tdb } = useTestDatabase({ poolMax: 2 });
 async function cli(...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(argv, () => createDb({ url: tdb.url, poolMax: 1 }), { out: (t) => out.push(t), err: (t) => err.push(t) });
+  const code = await runCli(argv, () => createDb({ url: tdb.url, poolMax: 1 }), { out: (t) => out.push(t), err: (t) => err.push(t), tty: true });
   return { code, out: out.join('\n'), err: err.join('\n'), json: () => JSON.parse(out.join('\n')) as Record<string, unknown> };
 }
 
