@@ -88,6 +88,8 @@ export function exampleText(o: ExampleOptions): string {
   return `
 ================================================================================
  The API is up at ${o.baseUrl}   (Ctrl-C stops everything)
+ The console:     ${o.baseUrl}/console   (open it in a browser, sign in with the key)
+ The reference:   ${o.baseUrl}/docs
 ${key.about}
 
  Try it (paste into a shell):
