@@ -378,6 +378,11 @@ describe('tes', () => {
     expect(none).toMatchObject({ code: 1, stderr: 'tes download: no such execution in this project\n' });
   });
 
+  it('npx tes: the bin link of the repository (node_modules/.bin/tes, executable in git) runs the built CLI', async () => {
+    const { stdout } = await promisify(execFile)(join(ROOT, 'node_modules/.bin/tes'), ['--version'], { cwd: ROOT });
+    expect(stdout).toBe('0.1.0\n');
+  });
+
   it('never prints an API key', () => {
     expect(secrets.length).toBeGreaterThan(0);
     // Checked against everything the runs above printed.
