@@ -59,7 +59,7 @@ it('gateway, worker and relay expose their series, which move when an execution 
   await waitForExecution(stack, p.secret, failing.body.data.id);
 
   const gw = await scrape(ports.gateway);
-  expect(value(gw, 'tes_http_request_duration_seconds_count{method="POST",route="/tools/:tool",status="202",service="gateway"}')).toBe(2);
+  expect(value(gw, 'tes_http_request_duration_seconds_count{method="POST",route="/tools/{tool}",status="202",service="gateway"}')).toBe(2);
   expect(value(gw, 'tes_executions_total{tool="test.sleep",status="queued",service="gateway"}')).toBe(2);
   expect(value(gw, 'tes_outbox_published_total{source="gateway",service="gateway"}')).toBe(2);
   // never an id as a label

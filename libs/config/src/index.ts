@@ -49,6 +49,8 @@ export interface Config {
   /** How long a gateway may use a key row before reading it again (a revocation takes effect within it). */
   readonly authCacheTtlMs: number;
   readonly usageFlushIntervalMs: number;
+  /** Share of successful requests (status < 400) the gateway's access log writes, 0..1; refusals and errors are always written. */
+  readonly accessLogSample: number;
   readonly outboxSweepIntervalMs: number;
   readonly outboxGraceMs: number;
   /**
@@ -158,6 +160,17 @@ export function loadConfig(env: Env = process.env): Config {
     problems.push(`${name} must be 1/0 or true/false, got "${raw}"`);
     return fallback;
   };
+  /** A number from 0 to 1 (a share), decimal. */
+  const fraction = (name: string, fallback: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const n = /^(0|1|0?\.\d+|1\.0*)$/.test(raw) ? Number(raw) : NaN;
+    if (!(n >= 0 && n <= 1)) {
+      problems.push(`${name} must be a number from 0 to 1, got "${raw}"`);
+      return fallback;
+    }
+    return n;
+  };
   /** A comma-separated list of 1 to 30 delays in ms, each from 100 ms to 24 h. */
   const delays = (name: string, fallback: readonly number[]): readonly number[] => {
     const raw = env[name];
@@ -239,6 +252,7 @@ export function loadConfig(env: Env = process.env): Config {
     settingsCacheTtlMs: int('SETTINGS_CACHE_TTL_MS', 2_000, 0, 60_000),
     authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 5_000, 0, 5_000),
     usageFlushIntervalMs: int('USAGE_FLUSH_INTERVAL_MS', 1_000, 10, 60_000),
+    accessLogSample: fraction('ACCESS_LOG_SAMPLE', 1),
     outboxSweepIntervalMs: int('OUTBOX_SWEEP_INTERVAL_MS', 1_000, 50, 60_000),
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
     dispatchDeadlineMs: int('DISPATCH_DEADLINE_MS', 60_000, 100, 3_600_000),

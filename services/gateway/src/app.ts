@@ -4,14 +4,15 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError, isAppError } from '@tes/core';
 import { isConnectionError, isRetryableTransactionError } from '@tes/db';
-import { authenticate } from './auth';
-import { consoleSite } from './console';
-import type { AuthContext, GatewayDeps } from './context';
+import { AccessLog, markError } from './access-log';
+import type { GatewayDeps } from './context';
 import { httpFor } from './errors';
-import { mountRoutes, readUnroutedBody } from './mount-routes';
+import { mountRoutes } from './mount-routes';
 import { RequestLimits } from './rate-limit';
 import { RequestSchemas, type OpenApiDocument } from './request-schemas';
+import { sendJson } from './respond';
 import { apiRoutes, docsAssets, docsRoutes } from './routes';
+import { toolsDispatch } from './tools-dispatch';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -24,28 +25,16 @@ export function createApp(deps: GatewayDeps): express.Express {
   // may be believed; the failed-authentication throttle counts per req.ip.
   app.set('trust proxy', deps.config.trustProxy);
 
-  // Every response, errors and unknown paths included, is uncacheable and carries a request id.
+  // Every response, errors and unknown paths included, is uncacheable, carries a request id and
+  // is counted and logged (access-log.ts).
+  const accessLog = new AccessLog(deps.logger, deps.metrics.httpDuration, deps.config.accessLogSample);
   app.use((req: Request, res: Response, next: NextFunction) => {
     const incoming = req.get('x-request-id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     res.locals.requestId = requestId;
-    res.set({ 'Cache-Control': 'no-store', 'X-Request-Id': requestId });
-    const started = process.hrtime.bigint();
-    res.on('finish', () => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      const route = (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
-      deps.metrics.httpDuration.observe({ method: req.method, route, status: String(res.statusCode) }, seconds);
-      const level = res.statusCode >= 500 ? 'error' : 'http';
-      if (!deps.logger.isLevelEnabled(level)) return;
-      deps.logger.log(level, 'gateway.http.request', {
-        requestId,
-        method: req.method,
-        route,
-        status: res.statusCode,
-        durationMs: Math.round(seconds * 1000),
-        projectId: (res.locals.auth as AuthContext | undefined)?.projectId,
-      });
-    });
+    res.setHeader('Cache-Control', 'no-store');
+    res.setHeader('X-Request-Id', requestId);
+    accessLog.begin(req, res, requestId);
     // Node answers an HTTP/1.1 request without Host itself, outside the envelope, unless
     // server.ts turns that off (requireHostHeader: false); RFC 9112 still wants the 400.
     if (req.httpVersion === '1.1' && req.headers.host === undefined) {
@@ -57,21 +46,15 @@ export function createApp(deps: GatewayDeps): express.Express {
 
   // Every route is declared once (routes/), its request schemas taken from openapi.json.
   const text = readOpenApiDocument();
-  const { router, table } = mountRoutes([...docsRoutes(text), ...apiRoutes(deps)], new RequestSchemas(JSON.parse(text) as OpenApiDocument));
+  const { router, keyed, table } = mountRoutes([...docsRoutes(text), ...apiRoutes(deps)], new RequestSchemas(JSON.parse(text) as OpenApiDocument));
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
   app.use('/docs/assets', docsAssets());
-  // The browser console (services/console's build), on this origin: no CORS, no key in a URL.
-  app.use('/console', consoleSite(deps.config));
 
-  // Order: the key, then the request rate, and only then the body. A caller without a valid
-  // key, or past its limit, costs no body parsing (and is counted: failed authentications
-  // per address, requests per key).
+  // Every request under /tools in one pass: its route, the key, the request rate, and only
+  // then the body (tools-dispatch.ts).
   const limits = new RequestLimits(deps.db, deps.config.rateLimitPerMinute, deps.logger);
-  app.use('/tools', authenticate(deps.keys, limits), limits.perKeyMiddleware(), (_req: Request, res: Response, next: NextFunction) => {
-    deps.usage.count((res.locals.auth as AuthContext).projectId);
-    next();
-  });
+  app.use(toolsDispatch(keyed, table, { keys: deps.keys, limits, usage: deps.usage }));
 
   // A method no route takes (OPTIONS, PUT, DELETE, ...) is refused before its body is read,
   // and before a router's automatic OPTIONS answer (text/plain, outside the envelope).
@@ -80,10 +63,8 @@ export function createApp(deps: GatewayDeps): express.Express {
     next();
   });
 
-  // Each route reads its body as it declares (route-spec.ts); a request under /tools that no
-  // route takes has its body read and checked the same way before its 404 or 405.
+  // The public routes (the document and its pages).
   app.use(router);
-  app.use('/tools', readUnroutedBody());
 
   // No route answered: a path some route has, with another method, is 405; else 404.
   app.use((req: Request, res: Response) => {
@@ -98,9 +79,10 @@ export function createApp(deps: GatewayDeps): express.Express {
     }
     const details = appError.details;
     if (res.headersSent) return;
+    markError(res, appError.code);
     if (appError.code === 'service_unavailable') res.set('Retry-After', '2');
     if (http === 429 || http === 503) deps.metrics.httpRejections.inc({ reason: appError.code });
-    res.status(http).json({ error: { status, message: appError.code, ...(details ? { details } : {}) } });
+    sendJson(res, http, { error: { status, message: appError.code, ...(details ? { details } : {}) } });
   });
 
   return app;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { NextFunction, Request, Response } from 'express';
+import type { Request, Response } from 'express';
 import { AppError, isAppError, digestsEqual, digestSecret, parseKeySecret, type Scope } from '@tes/core';
 import type { AuthContext } from './context';
 import type { KeyCache } from './key-cache';
@@ -16,17 +16,14 @@ import type { RequestLimits } from './rate-limit';
  * is never refused for its address's failures: a shared address (NAT, a proxy) must not let
  * one client's guessing lock out the others, and a valid key is not a guess.
  */
-export function authenticate(keys: KeyCache, limits: RequestLimits) {
-  return async (req: Request, res: Response, next: NextFunction): Promise<void> => {
-    try {
-      res.locals.auth = await identify(keys, req.get('authorization'));
-    } catch (err) {
-      // Only a refused key counts against the address; a database outage is not the caller's.
-      if (isAppError(err) && err.code.startsWith('platform_api_key_')) await limits.authFailed(req.ip ?? 'unknown', res);
-      throw err;
-    }
-    next();
-  };
+export async function authenticate(keys: KeyCache, limits: RequestLimits, req: Request, res: Response): Promise<AuthContext> {
+  try {
+    return await identify(keys, req.get('authorization'));
+  } catch (err) {
+    // Only a refused key counts against the address; a database outage is not the caller's.
+    if (isAppError(err) && err.code.startsWith('platform_api_key_')) await limits.authFailed(req.ip ?? 'unknown', res);
+    throw err;
+  }
 }
 
 /** A digest no secret has (random per process), compared with when no row was found. */
@@ -57,13 +54,9 @@ async function identify(keys: KeyCache, header: string | undefined): Promise<Aut
   }
 }
 
-export function requireScope(scope: Scope) {
-  return (_req: Request, res: Response, next: NextFunction): void => {
-    const auth = res.locals.auth as AuthContext | undefined;
-    if (!auth) throw new AppError('platform_api_key_missing');
-    if (!auth.scopes.includes(scope)) {
-      throw new AppError('platform_api_key_scope_required', 'platform_api_key_scope_required', { details: { requiredScope: scope } });
-    }
-    next();
-  };
+/** Refuses a key without `scope` (403). */
+export function requireScope(auth: AuthContext, scope: Scope): void {
+  if (!auth.scopes.includes(scope)) {
+    throw new AppError('platform_api_key_scope_required', 'platform_api_key_scope_required', { details: { requiredScope: scope } });
+  }
 }

@@ -1,4 +1,4 @@
-import type { NextFunction, Request, Response } from 'express';
+import type { Response } from 'express';
 import type { Knex } from 'knex';
 import { RateLimiterMemory } from 'rate-limiter-flexible';
 import { AppError } from '@tes/core';
@@ -23,7 +23,10 @@ export const AUTH_FAILURES_PER_MINUTE = 30;
  *    accuracy, and an attacker's junk must not cost database writes.
  */
 export class RequestLimits {
-  private readonly perKey: SharedWindowLimiter;
+  private readonly perKeyWindow: SharedWindowLimiter;
+  /** The RateLimit-Limit and RateLimit-Policy values, the same on every answer. */
+  private readonly limitHeader: string;
+  private readonly policyHeader: string;
   private readonly authFailures = new RateLimiterMemory({ points: AUTH_FAILURES_PER_MINUTE, duration: WINDOW_SECONDS, keyPrefix: 'authfail' });
 
   constructor(
@@ -31,7 +34,9 @@ export class RequestLimits {
     readonly perMinute: number,
     logger?: Logger,
   ) {
-    this.perKey = new SharedWindowLimiter(db, {
+    this.limitHeader = String(perMinute);
+    this.policyHeader = `${perMinute};w=${WINDOW_SECONDS}`;
+    this.perKeyWindow = new SharedWindowLimiter(db, {
       points: perMinute,
       windowSeconds: WINDOW_SECONDS,
       keyPrefix: 'key',
@@ -41,29 +46,23 @@ export class RequestLimits {
   }
 
   private headers(res: Response, r: LimitDecision): void {
-    res.set({
-      'RateLimit-Limit': String(this.perMinute),
-      'RateLimit-Remaining': String(Math.max(0, r.remaining)),
-      'RateLimit-Reset': String(Math.max(0, Math.ceil(r.msBeforeNext / 1000))),
-      'RateLimit-Policy': `${this.perMinute};w=${WINDOW_SECONDS}`,
-    });
+    res.setHeader('RateLimit-Limit', this.limitHeader);
+    res.setHeader('RateLimit-Remaining', String(Math.max(0, r.remaining)));
+    res.setHeader('RateLimit-Reset', String(Math.max(0, Math.ceil(r.msBeforeNext / 1000))));
+    res.setHeader('RateLimit-Policy', this.policyHeader);
   }
 
   /** Counts the request against the caller's key; 429 with Retry-After past the limit. */
-  perKeyMiddleware() {
-    return async (_req: Request, res: Response, next: NextFunction): Promise<void> => {
-      const auth = res.locals.auth as AuthContext;
-      const r = await this.perKey.consume(auth.keyId);
-      this.headers(res, r);
-      if (!r.allowed) {
-        res.set('Retry-After', String(Math.max(1, Math.ceil(r.msBeforeNext / 1000))));
-        throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {
-          retryable: true,
-          details: { limit: this.perMinute, windowSeconds: WINDOW_SECONDS },
-        });
-      }
-      next();
-    };
+  async perKey(res: Response, auth: AuthContext): Promise<void> {
+    const r = await this.perKeyWindow.consume(auth.keyId);
+    this.headers(res, r);
+    if (!r.allowed) {
+      res.setHeader('Retry-After', String(Math.max(1, Math.ceil(r.msBeforeNext / 1000))));
+      throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {
+        retryable: true,
+        details: { limit: this.perMinute, windowSeconds: WINDOW_SECONDS },
+      });
+    }
   }
 
   /**

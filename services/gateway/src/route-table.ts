@@ -1,5 +1,6 @@
 import type { Response } from 'express';
 import { AppError } from '@tes/core';
+import { markRoute } from './access-log';
 
 /** A route as the table sees it: an HTTP method and an OpenAPI path template. */
 export interface RouteKey {
@@ -47,12 +48,22 @@ export function inMatchingOrder<R extends RouteKey>(routes: readonly R[]): R[] {
  * letter never matches a literal segment.
  */
 export class RouteTable {
-  private readonly entries: { method: string; pattern: RegExp }[];
+  private readonly entries: { method: string; path: string; pattern: RegExp }[];
   private readonly everyMethod: ReadonlySet<string>;
 
   constructor(routes: readonly RouteKey[]) {
-    this.entries = routes.map((r) => ({ method: r.method.toUpperCase(), pattern: patternOf(r.path) }));
+    this.entries = inMatchingOrder(routes).map((r) => ({ method: r.method.toUpperCase(), path: r.path, pattern: patternOf(r.path) }));
     this.everyMethod = new Set(this.entries.flatMap((e) => withHead(e.method)));
+  }
+
+  /**
+   * The template of the first route, in matching order, whose path matches (whatever its
+   * method): the route label of a request refused before or instead of its route (401, 429,
+   * 405). Undefined for a path no route has.
+   */
+  templateOf(path: string): string | undefined {
+    for (const e of this.entries) if (matches(e.pattern, path)) return e.path;
+    return undefined;
   }
 
   /** Methods the path takes, sorted (GET brings HEAD); empty when no route matches it. */
@@ -69,6 +80,8 @@ export class RouteTable {
 
   /** 405 with Allow when some route has the path, else 404. */
   refusal(path: string, res: Response): AppError {
+    const template = this.templateOf(path);
+    if (template !== undefined) markRoute(res, template);
     const allowed = this.allowed(path);
     if (allowed.length === 0) return new AppError('route_not_found');
     res.set('Allow', allowed.join(', '));
@@ -78,6 +91,34 @@ export class RouteTable {
 
 function withHead(method: string): string[] {
   return method === 'GET' ? ['GET', 'HEAD'] : [method];
+}
+
+/** A template's matcher: its pattern and its parameters' names, in order. */
+export interface CompiledTemplate {
+  pattern: RegExp;
+  names: string[];
+}
+
+export function compileTemplate(template: string): CompiledTemplate {
+  const names = segmentsOf(template).flatMap((s) => PARAM.exec(s)?.[1] ?? []);
+  return { pattern: patternOf(template), names };
+}
+
+/**
+ * The parameters of a path the pattern matched, percent-decoded as Express's router decodes
+ * them; throws route_not_found for one that cannot be decoded (the router's answer too).
+ */
+export function paramsOf(template: CompiledTemplate, match: RegExpExecArray): Record<string, string> {
+  const params: Record<string, string> = {};
+  template.names.forEach((name, i) => {
+    const raw = match[i + 1]!;
+    try {
+      params[name] = raw.includes('%') ? decodeURIComponent(raw) : raw;
+    } catch {
+      throw new AppError('route_not_found');
+    }
+  });
+  return params;
 }
 
 function patternOf(template: string): RegExp {

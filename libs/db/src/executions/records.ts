@@ -83,9 +83,10 @@ export interface ExecutionRow {
   error_message: string | null;
   lease_owner: string | null;
   attempts: number;
-  created_at: Date;
-  started_at: Date | null;
-  finished_at: Date | null;
+  /** A Date, or the ISO string itself where the statement formats it (UTC_ISO). */
+  created_at: Date | string;
+  started_at: Date | string | null;
+  finished_at: Date | string | null;
 }
 
 interface StepRow {
@@ -151,10 +152,24 @@ export function toExecution(row: ExecutionRow): ExecutionRecord {
     errorMessage: row.error_message,
     leaseOwner: row.lease_owner,
     attempts: row.attempts,
-    createdAt: iso(row.created_at)!,
-    startedAt: iso(row.started_at),
-    finishedAt: iso(row.finished_at),
+    createdAt: isoOf(row.created_at)!,
+    startedAt: isoOf(row.started_at),
+    finishedAt: isoOf(row.finished_at),
   };
+}
+
+/**
+ * A timestamptz as Postgres formats it for the API, in UTC to the millisecond (to_char
+ * truncates the microseconds, as Date does): what Date#toISOString gives for the same value,
+ * without node-postgres parsing it into a Date and the mapper formatting it back. The status
+ * poll, the most frequent read, reads its timestamps this way.
+ */
+const utcIso = (column: string): string => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const CANONICAL_ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+/** iso(), with a string already in Date#toISOString's form (utcIso) taken as it is. */
+function isoOf(value: Date | string | null): string | null {
+  return typeof value === 'string' && CANONICAL_ISO.test(value) ? value : iso(value);
 }
 
 function toStep(row: StepRow): StepRecord {
@@ -168,8 +183,8 @@ function toStep(row: StepRow): StepRecord {
     checkpoint: row.checkpoint,
     errorCode: row.error_code,
     attempts: row.attempts,
-    startedAt: iso(row.started_at)!,
-    finishedAt: iso(row.finished_at),
+    startedAt: isoOf(row.started_at)!,
+    finishedAt: isoOf(row.finished_at),
   };
 }
 
@@ -196,6 +211,10 @@ export interface ExecutionView {
   version: number;
 }
 
+const TIMESTAMP_COLUMNS = new Set<string>(['created_at', 'started_at', 'finished_at']);
+/** The execution's columns as the poll reads them: its timestamps formatted by Postgres (utcIso). */
+const POLL_COLUMNS = EXECUTION_COLUMNS.map((c) => (TIMESTAMP_COLUMNS.has(c) ? `${utcIso(`e.${c}`)} AS ${c}` : `e.${c}`)).join(', ');
+
 /**
  * An execution of the project with its steps and version, in one round trip (the status
  * poll, the most frequent read of the API).
@@ -204,12 +223,12 @@ export async function getExecutionWithSteps(db: Knex, projectId: string, id: str
   const res = await prepared<{ rows: (ExecutionRow & { steps: StepRow[]; version: string })[] }>(
     db,
     'tes_execution_poll',
-    `SELECT ${EXECUTION_COLUMNS.map((c) => `e.${c}`).join(', ')},
+    `SELECT ${POLL_COLUMNS},
             coalesce((SELECT json_agg(json_build_object(
                         'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
                         'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
-                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', s.started_at,
-                        'finished_at', s.finished_at) ORDER BY s.index)
+                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', ${utcIso('s.started_at')},
+                        'finished_at', ${utcIso('s.finished_at')}) ORDER BY s.index)
                         FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps,
             GREATEST(e.change_seq, coalesce((SELECT max(s.change_seq) FROM execution_steps s WHERE s.execution_id = e.id), 0)) AS version
        FROM executions e WHERE e.id = :id AND e.project_id = :projectId`,

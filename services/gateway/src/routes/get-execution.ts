@@ -2,6 +2,7 @@ import { AppError, isId } from '@tes/core';
 import { getExecutionWithSteps } from '@tes/db';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
+import { sendJson } from '../respond';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
 /** One execution of the caller's project, with its steps; with `Prefer: wait=N`, once it ended or after N seconds. */
@@ -17,10 +18,13 @@ export function getExecutionRoute({ db, changes }: GatewayDeps): KeyRoute {
       const found = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
       if (!found) throw new AppError('execution_not_found');
       const wait = preferredWaitSeconds(req);
-      if (wait === null) return void res.json(executionBody(found));
+      if (wait === null) {
+        sendJson(res, 200, executionBody(found));
+        return;
+      }
       const { view, applied } = await waitForEnd(changes, req, auth.projectId, found, wait);
       if (applied) preferenceApplied(res, wait);
-      res.json(executionBody(view));
+      sendJson(res, 200, executionBody(view));
     },
   };
 }

@@ -4,6 +4,7 @@ import { findBindingSettled, getSteps, submitExecution, type ExecutionRecord, ty
 import { crashPoint } from '@tes/lifecycle';
 import type { AuthContext, GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
+import { sendJson } from '../respond';
 import type { QuoteBody } from './create-quote';
 import { quoteInput } from './input-files';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
@@ -142,11 +143,10 @@ async function answer(deps: GatewayDeps, req: Request, res: Response, accepted: 
     if (waited.applied) preferenceApplied(res, wait);
   }
   if (isTerminal(view.execution.status)) {
-    res.status(200).json(executionBody(view));
+    sendJson(res, 200, executionBody(view));
   } else {
-    res
-      .status(202)
-      .set({ 'Retry-After': '5', Location: `/tools/executions/${view.execution.id}` })
-      .json(executionBody(view));
+    res.setHeader('Retry-After', '5');
+    res.setHeader('Location', `/tools/executions/${view.execution.id}`);
+    sendJson(res, 202, executionBody(view));
   }
 }

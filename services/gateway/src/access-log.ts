@@ -1,0 +1,105 @@
+import type { Request, Response } from 'express';
+import type { Histogram } from 'prom-client';
+import type { Logger } from '@tes/observability';
+import type { AuthContext } from './context';
+
+/** The metrics' route label of a request that matched no route template (a truly unknown path). */
+const UNMATCHED = 'unmatched';
+
+/** What the gateway learns about a request while answering it, for its access-log line. */
+interface Answered {
+  /** The OpenAPI route template (`/tools/executions/{id}`), once the path matched one. */
+  route?: string;
+  /** The error envelope's `error.message` (its code), when the answer is an error. */
+  errorCode?: string;
+}
+
+const answered = new WeakMap<Response, Answered>();
+
+/** Records the route template the request matched (the metrics' label and the log's `route`). */
+export function markRoute(res: Response, route: string): void {
+  const a = answered.get(res);
+  if (a) a.route = route;
+  else answered.set(res, { route });
+}
+
+/** Records the error code the answer carries. */
+export function markError(res: Response, code: string): void {
+  const a = answered.get(res);
+  if (a) a.errorCode = code;
+  else answered.set(res, { errorCode: code });
+}
+
+/**
+ * One structured line per request (`gateway.http.request`, at info; a 5xx at error) and the
+ * request-duration histogram, both written when the answer is finished (or the client went
+ * away first). The line holds ids and numbers only: the request id, method, route template
+ * (never the raw path, whose query string may carry anything), status, duration, the key id
+ * and project id once authenticated, the bytes written to the socket (headers included) and
+ * the error code. Never the key, a body, a query string or a URL.
+ *
+ * `sample` (ACCESS_LOG_SAMPLE) is the share of successful answers (status < 400) written;
+ * refusals and errors are always written, so a request id quoted from an error is always found.
+ *
+ * Cost: the histogram's children are cached per (method, route, status), so an observation
+ * does not hash its label set; the line skips winston's redaction only in the sense that it
+ * carries no free text (its strings are a validated request id, a method token, a template
+ * and ids), and still goes through the logger like every other record.
+ */
+export class AccessLog {
+  private readonly children = new Map<string, ReturnType<Histogram<'method' | 'route' | 'status'>['labels']>>();
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly histogram: Histogram<'method' | 'route' | 'status'>,
+    private readonly sample: number,
+  ) {}
+
+  /** Starts timing `req`; the line and the observation follow its end. */
+  begin(req: Request, res: Response, requestId: string): void {
+    const started = process.hrtime.bigint();
+    const socket = req.socket;
+    const writtenBefore = socket.bytesWritten;
+    let done = false;
+    const end = (): void => {
+      if (done) return;
+      done = true;
+      res.off('close', end);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const a = answered.get(res);
+      const route = a?.route ?? UNMATCHED;
+      const status = res.statusCode;
+      this.child(req.method, route, status).observe(seconds);
+      if (status < 400 && this.sample < 1 && !(Math.random() < this.sample)) return;
+      const level = status >= 500 ? 'error' : 'info';
+      if (!this.logger.isLevelEnabled(level)) return;
+      const auth = res.locals.auth as AuthContext | undefined;
+      this.logger.log(level, 'gateway.http.request', {
+        requestId,
+        method: req.method,
+        route,
+        status,
+        durationMs: Math.round(seconds * 1e4) / 10,
+        keyId: auth?.keyId,
+        projectId: auth?.projectId,
+        bytesSent: socket.bytesWritten - writtenBefore,
+        errorCode: a?.errorCode,
+        // the client went away before the answer was complete
+        aborted: res.writableFinished ? undefined : true,
+      });
+    };
+    res.once('finish', end);
+    res.once('close', end);
+  }
+
+  private child(method: string, route: string, status: number) {
+    const key = `${method} ${route} ${status}`;
+    let child = this.children.get(key);
+    if (!child) {
+      child = this.histogram.labels(method, route, String(status));
+      // bounded: methods Node accepts × route templates × status codes; past that, no caching
+      if (this.children.size < 2_000) this.children.set(key, child);
+    }
+    return child;
+  }
+}
