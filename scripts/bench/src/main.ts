@@ -377,6 +377,17 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
     );
   }
   report.note(`B5 pg-boss: ${boss.sent} sent, ${boss.completed} completed over warmup + measured run`);
+  // CPU per unit of work, by process (everything the bench can attribute; "other" and the
+  // kernel left out): which part of the pipeline costs what, less sensitive to noise than a rate
+  const perUnit = (cpu: Record<string, number>, perSec: number, names: string[]) => {
+    const parts = names.map((n) => [n, cpuMsPer(cpu[n] ?? 0, perSec) ?? 0] as const).filter(([, v]) => v > 0);
+    return { total: parts.reduce((a, [, v]) => a + v, 0), text: parts.map(([n, v]) => `${n} ${v.toFixed(2)}`).join(', ') };
+  };
+  const ours = perUnit(e.cpu, e.perSec, ['gateway', 'worker', 'relay', 'postgres', 'rabbitmq', 'harness+s3', 'load']);
+  const theirs = perUnit(boss.cpu, boss.perSec, ['pgboss-send', 'pgboss-work', 'postgres']);
+  report.note(
+    `B5 CPU ms per execution (capacity run): ${ours.total.toFixed(2)} (${ours.text}); pg-boss per job: ${theirs.total.toFixed(2)} (${theirs.text}); postgres includes every client of the shared server`,
+  );
   report.figure('b5PerSec', e.perSec);
   report.figure('b5PgBossPerSec', boss.perSec);
   report.figure('b5RatioVsPgBoss', e.perSec / boss.perSec);
@@ -389,6 +400,8 @@ function e2eRows(report: Report, e: Awaited<ReturnType<typeof runB5>>, boss: Awa
   report.figure('b5AcceptToSucceededP50Ms', h?.doneP50);
   report.figure('b5AcceptToSucceededP99Ms', h?.doneP99);
   report.figure('b5Failed', e.failed);
+  report.figure('b5CpuMsPerExecution', ours.total);
+  report.figure('b5PgBossCpuMsPerJob', theirs.total);
   report.figure('gatewayRssMb', rss('gateway'));
   report.figure('workerRssMb', rss('worker'));
   report.figure('relayRssMb', rss('relay'));
