@@ -94,8 +94,18 @@ test('the validator refuses wrong types, bad enums, unknown fields and unknown k
       },
     },
     { apiVersion: 'keda.sh/v1alpha1', kind: 'ScaledObject', metadata: { name: 's' }, spec: { scaleTargetRef: { name: 'x' }, trigers: [], triggers: [] } },
-    { apiVersion: 'monitoring.coreos.com/v1', kind: 'PrometheusRule', metadata: { name: 'r' }, spec: { groups: [{ name: 'g', rules: [{ alert: 'A', expr: 'up', for: '5 minutes' }] }] } },
-    { apiVersion: 'monitoring.coreos.com/v1', kind: 'PodMonitor', metadata: { name: 'p' }, spec: { selector: {}, podMetricsEndpoints: [{ port: 'metrics', intervall: '15s' }] } },
+    {
+      apiVersion: 'monitoring.coreos.com/v1',
+      kind: 'PrometheusRule',
+      metadata: { name: 'r' },
+      spec: { groups: [{ name: 'g', rules: [{ alert: 'A', expr: 'up', for: '5 minutes' }] }] },
+    },
+    {
+      apiVersion: 'monitoring.coreos.com/v1',
+      kind: 'PodMonitor',
+      metadata: { name: 'p' },
+      spec: { selector: {}, podMetricsEndpoints: [{ port: 'metrics', intervall: '15s' }] },
+    },
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, data: { KEY: 'not base64!' } },
     { apiVersion: 'v1', kind: 'Widget', metadata: { name: 'w' } },
   ];
