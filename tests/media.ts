@@ -75,6 +75,22 @@ export async function upload(stack: TestStack, secret: string, mimeType: string,
   return res.body.data.id;
 }
 
+/**
+ * An upload the gateway must refuse because it cannot measure the bytes (magic number right,
+ * content not): 400 file_content_mismatch, and nothing stored for the project.
+ */
+export async function expectUploadRefused(stack: TestStack, secret: string, projectId: string, mimeType: string, bytes: Buffer): Promise<void> {
+  const before = await stack.db('files').where({ project_id: projectId }).count<{ n: string }[]>({ n: '*' });
+  const res = await stack
+    .http()
+    .post('/tools/upload')
+    .set(bearer(secret))
+    .send({ mimeType, data: bytes.toString('base64') });
+  expect([res.status, res.body.error?.message]).toEqual([400, 'file_content_mismatch']);
+  const after = await stack.db('files').where({ project_id: projectId }).count<{ n: string }[]>({ n: '*' });
+  expect(after[0]!.n).toBe(before[0]!.n);
+}
+
 /** Quote, submit and wait; returns the final execution. */
 export async function runTool(
   stack: TestStack,

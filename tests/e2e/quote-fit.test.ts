@@ -130,6 +130,9 @@ it(
     await fit(p.secret, 'audio.transcode', '7.3 s WAV to MP3', { fileId: ids.wav, format: 'mp3' });
     await fit(p.secret, 'audio.transcode', '4.4 s MP3 from 1.3 s to WAV 8 kHz', { fileId: ids.mp3, format: 'wav', startSeconds: 1.3, sampleRate: 8000 });
     await fit(p.secret, 'audio.transcode', "3 s MP4's AAC to MP3, normalized", { fileId: ids.mp4, format: 'mp3', normalize: true });
+    await fit(p.secret, 'audio.transcode', '4.4 s MP3 from 1.3 s to MP3', { fileId: ids.mp3, format: 'mp3', startSeconds: 1.3 });
+    const threeSeconds = await upload(stack, p.secret, MIME.mp3, await makeMedia.mp3(3));
+    await fit(p.secret, 'audio.transcode', 'example on a 3 s MP3', { ...catalog.get('audio.transcode')!.example, fileId: threeSeconds });
     await fit(p.secret, 'image.transform', '1600x900 JPEG, no resize', { fileId: ids.jpeg });
     await fit(p.secret, 'image.transform', '1600x900 JPEG, outside 1000x1000', { fileId: ids.jpeg, resize: { width: 1000, height: 1000, fit: 'outside' } });
     await fit(p.secret, 'image.render', 'SVG at its own size', {

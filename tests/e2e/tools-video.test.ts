@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Catalog, DEFAULT_PRICE_LIST } from '@tes/catalog';
 import { addKey } from '@tes/testing';
-import { makeMedia, probeBytes, upload, downloadArtifact, type Probe } from '../media';
+import { makeMedia, probeBytes, upload, downloadArtifact, expectUploadRefused, type Probe } from '../media';
 import { bearer, projectBalance, startStack, type TestStack } from '../stack';
 
 /**
@@ -184,8 +184,11 @@ describe('video.slideshow', () => {
 
   it('fails a PNG that does not decode with invalid_input_file, free, the reservation released', async () => {
     const before = await projectBalance(stack.db, p.projectId);
-    const bad = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), randomBytes(2048)]);
-    const fileId = await upload(stack, secret, 'image/png', bad);
+    // garbage after the magic number is refused at upload; a PNG cut in half passes (its header is whole)
+    const garbage = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), randomBytes(2048)]);
+    await expectUploadRefused(stack, secret, p.projectId, 'image/png', garbage);
+    const png = await makeMedia.png('320x200');
+    const fileId = await upload(stack, secret, 'image/png', png.subarray(0, Math.floor(png.length / 2)));
     const { done } = await run(secret, 'video.slideshow', {
       slides: [
         { text: 'x', seconds: 1 },
@@ -195,7 +198,11 @@ describe('video.slideshow', () => {
       height: 240,
     });
     expect(done).toMatchObject({ status: 'failed', errorCode: 'invalid_input_file', chargedMicros: 0 });
-    expect(done.steps.map((s) => [s.name, s.status])).toEqual([['probe', 'failed']]);
+    // the probe reads the header, which is whole; decoding the pixels fails in render, uncharged
+    expect(done.steps.map((s) => [s.name, s.status, s.costMicros])).toEqual([
+      ['probe', 'succeeded', 0],
+      ['render', 'failed', 0],
+    ]);
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: before.available, reserved: 0 });
   });
 });
@@ -219,9 +226,9 @@ describe('video.transcode', () => {
 
   it('defaults to the end of the input, keeps its size, drops audio on request and charges what it produced', async () => {
     const { quote, done } = await run(secret, 'video.transcode', { fileId: ids.mp4, startSeconds: 1, audio: false, crf: 35 });
-    // reserved for the 300 s cap, charged for the 2 s that remained after startSeconds
-    expect(quote.estimatedUnits).toBe(300);
-    expect(done.reservedMicros).toBe(300 * price('video.transcode'));
+    // reserved for the 2 s the upload has after startSeconds (not the 300 s cap), and charged for them
+    expect(quote.estimatedUnits).toBe(2);
+    expect(done.reservedMicros).toBe(2 * price('video.transcode'));
     const { video, audio } = await artifact(secret, done);
     expect(video).toMatchObject({ codec_name: 'h264', width: 320, height: 240 });
     expect(Math.abs(Number(video.duration) - 2)).toBeLessThan(0.2);
@@ -231,15 +238,11 @@ describe('video.transcode', () => {
     expect(await projectBalance(stack.db, p.projectId)).toMatchObject({ reserved: 0 });
   });
 
-  it('fails a corrupt MP4 (ftyp header, garbage after) with invalid_input_file, charge 0, reservation released', async () => {
+  it('refuses a corrupt MP4 (ftyp header, garbage after) at upload with file_content_mismatch: nothing stored, nothing reserved', async () => {
     const before = await projectBalance(stack.db, p.projectId);
     const ftyp = Buffer.concat([Buffer.from([0, 0, 0, 0x18]), Buffer.from('ftypisom\0\0\x02\0isomiso2', 'latin1')]);
-    const fileId = await upload(stack, secret, 'video/mp4', Buffer.concat([ftyp, randomBytes(4096)]));
-    const { quote, done } = await run(secret, 'video.transcode', { fileId, durationSeconds: 2 });
-    expect(quote.maximumChargeMicros).toBe(2 * price('video.transcode'));
-    expect(done).toMatchObject({ status: 'failed', errorCode: 'invalid_input_file', chargedMicros: 0, output: null });
-    expect(done.steps.map((s) => [s.name, s.status, s.costMicros])).toEqual([['probe', 'failed', 0]]);
-    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: before.available, reserved: 0 });
+    await expectUploadRefused(stack, secret, p.projectId, 'video/mp4', Buffer.concat([ftyp, randomBytes(4096)]));
+    expect(await projectBalance(stack.db, p.projectId)).toEqual(before);
   });
 
   it.each([

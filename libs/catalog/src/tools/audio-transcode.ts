@@ -29,9 +29,11 @@ export interface AudioTranscodeArgs {
 }
 
 /**
- * An MP3 output read to the input's end decodes up to ~2 ms longer than the input span (the
- * encoder's final frame after resampling; measured on ffmpeg 5.1 with libmp3lame): allowed
- * for, so the quote still covers it. WAV output and a cut inside the input come out exact.
+ * An MP3 output read to the input's end from a start past 0 decodes up to ~3.3 ms longer than
+ * the input span (the encoder's last frame after a seek; measured on ffmpeg 5.1 with libmp3lame
+ * over WAV, MP3 and MP4 inputs, starts and rates): allowed for, so the quote still covers it.
+ * From the start, WAV output, and a cut inside the input come out within the worker's
+ * millisecond rounding.
  */
 const MP3_TAIL_SECONDS = 0.005;
 
@@ -47,7 +49,7 @@ function audioSeconds(a: AudioTranscodeArgs, files: InputFacts): number {
   const rest = audio.decodedSeconds - a.startSeconds;
   if (rest <= 0) return 0;
   if (rest > requested) return requested;
-  return Math.min(requested, rest + (a.format === 'mp3' ? MP3_TAIL_SECONDS : 0));
+  return Math.min(requested, rest + (a.format === 'mp3' && a.startSeconds > 0 ? MP3_TAIL_SECONDS : 0));
 }
 
 /**
