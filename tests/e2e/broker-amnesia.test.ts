@@ -1,4 +1,4 @@
-import { AmqpClient } from '@tes/messaging';
+import { AmqpClient, topologyNames } from '@tes/messaging';
 import { bearer, projectBalance, useStack, waitForExecution } from '../stack';
 
 /**
@@ -27,7 +27,8 @@ async function purgeAll(): Promise<number> {
   const amqp = new AmqpClient({ url: stack.config.amqpUrl, logger: stack.logger, name: 'test-purge' });
   await amqp.addSetup(async (conn) => {
     const ch = await conn.createChannel();
-    for (const q of [`${amqpPrefix}executions.test`, `${amqpPrefix}executions.test.wait.${waitRecheckMs}`]) purged += (await ch.purgeQueue(q)).messageCount;
+    const names = topologyNames(amqpPrefix, waitRecheckMs);
+    for (const q of [names.queueFor('test'), names.waitQueueFor('test')]) purged += (await ch.purgeQueue(q)).messageCount;
     await ch.close();
   });
   await amqp.start();

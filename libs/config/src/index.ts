@@ -24,6 +24,10 @@ export interface Config {
   readonly uploadConcurrency: number;
   /** An upload body slower than this (after 2 s) is cut, so trickled bodies cannot hold the slots. */
   readonly uploadMinBytesPerSecond: number;
+  /**
+   * One AMQP URL, or the nodes of a RabbitMQ cluster comma-separated (tried in turn by
+   * @tes/messaging's AmqpClient, which splits them before each `scheme://`).
+   */
   readonly amqpUrl: string;
   /** Prefix for every exchange and queue name, so test files and stacks can share a broker. */
   readonly amqpPrefix: string;
@@ -193,6 +197,26 @@ export function loadConfig(env: Env = process.env): Config {
     return v;
   };
 
+  /** AMQP_URL: one URL or several comma-separated (a cluster's nodes), each checked; kept as given, trimmed. */
+  const amqpUrls = (name: string): string => {
+    const raw = str(name, DEFAULTS.AMQP_URL);
+    const urls = raw
+      .split(/,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i)
+      .map((u) => u.trim())
+      .filter(Boolean);
+    if (urls.length === 0) problems.push(`${name} names no URL`);
+    for (const [i, u] of urls.entries()) {
+      const which = urls.length > 1 ? `${name} (URL ${i + 1} of ${urls.length})` : name;
+      try {
+        const { protocol } = new URL(u);
+        if (protocol !== 'amqp:' && protocol !== 'amqps:') problems.push(`${which} must use amqp: or amqps:, got ${protocol}`);
+      } catch {
+        problems.push(`${which} is not a URL`);
+      }
+    }
+    return urls.join(',');
+  };
+
   const logLevel = str('LOG_LEVEL', 'info');
   if (!['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly'].includes(logLevel)) {
     problems.push(`LOG_LEVEL must be one of error, warn, info, http, verbose, debug, silly; got "${logLevel}"`);
@@ -230,7 +254,7 @@ export function loadConfig(env: Env = process.env): Config {
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
     uploadConcurrency: int('UPLOAD_CONCURRENCY', 2, 1, 64),
     uploadMinBytesPerSecond: int('UPLOAD_MIN_BYTES_PER_SECOND', 32 * 1024, 0, 1024 ** 3),
-    amqpUrl: url('AMQP_URL', DEFAULTS.AMQP_URL, ['amqp:', 'amqps:']),
+    amqpUrl: amqpUrls('AMQP_URL'),
     amqpPrefix,
     s3: {
       endpoint: s3Endpoint,

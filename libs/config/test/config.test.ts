@@ -126,6 +126,14 @@ describe('loadConfig', () => {
     expect(problemsOf({ WORKER_QUEUES: 'image,au dio,1x' })).toHaveLength(2);
   });
 
+  it('takes the nodes of a RabbitMQ cluster in AMQP_URL, comma-separated, and checks each', () => {
+    const list = ' amqp://u:p@rabbit-0:5672 , amqps://u:p,w@rabbit-1:5671,amqp://u:p@rabbit-2 ';
+    // trimmed, in order; a comma inside a password stays (the list splits only before a scheme://)
+    expect(loadConfig({ AMQP_URL: list }).amqpUrl).toBe('amqp://u:p@rabbit-0:5672,amqps://u:p,w@rabbit-1:5671,amqp://u:p@rabbit-2');
+    expect(problemsOf({ AMQP_URL: 'amqp://rabbit-0,http://rabbit-1' })).toEqual(['AMQP_URL (URL 2 of 2) must use amqp: or amqps:, got http:']);
+    expect(problemsOf({ AMQP_URL: ',' })).toEqual(['AMQP_URL is not a URL']);
+  });
+
   it('returns a deeply frozen object', () => {
     const c = loadConfig({});
     expect(Object.isFrozen(c)).toBe(true);

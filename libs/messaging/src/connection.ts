@@ -1,10 +1,12 @@
 import amqp, { type ChannelModel } from 'amqplib';
 import type { Logger } from '@tes/observability';
 import { FIRST_RETRY_MS, nextRetry, sleep } from './backoff';
+import { amqpNode, UrlRotation } from './urls';
 
 export type SetupHook = (conn: ChannelModel) => Promise<void>;
 
 export interface AmqpClientOptions {
+  /** One URL, or several nodes of a cluster comma-separated: tried in turn (urls.ts). */
   url: string;
   logger: Logger;
   /** Name shown in the broker's connection list. */
@@ -30,8 +32,12 @@ export class AmqpClient {
   /** Connections that have closed, including ones that never became current. */
   private readonly closed = new WeakSet<ChannelModel>();
   private readonly listeners = new Set<(connected: boolean) => void>();
+  /** Each connect attempt takes the next node of the list. */
+  private readonly urls: UrlRotation;
 
-  constructor(private readonly options: AmqpClientOptions) {}
+  constructor(private readonly options: AmqpClientOptions) {
+    this.urls = new UrlRotation(options.url);
+  }
 
   get connected(): boolean {
     return this.conn !== undefined;
@@ -69,7 +75,7 @@ export class AmqpClient {
         return;
       } catch (err) {
         if (Date.now() + delay > deadline || this.stopped) {
-          throw new Error(`cannot connect to RabbitMQ at ${redactUrl(this.options.url)}: ${(err as Error).message}`, { cause: err });
+          throw new Error(`cannot connect to RabbitMQ at ${this.urls.describe()}: ${(err as Error).message}`, { cause: err });
         }
         await sleep(delay, this.stopSignal.signal);
         delay = nextRetry(delay);
@@ -78,7 +84,8 @@ export class AmqpClient {
   }
 
   private async connect(): Promise<void> {
-    const conn = await amqp.connect(this.options.url, { clientProperties: { connection_name: this.options.name } });
+    const url = this.urls.next();
+    const conn = await amqp.connect(url, { clientProperties: { connection_name: this.options.name } });
     conn.on('error', (err: Error) => this.options.logger.warn('amqp.connection.error', { err: err.message }));
     conn.on('close', () => {
       this.closed.add(conn);
@@ -98,7 +105,7 @@ export class AmqpClient {
     }
     this.conn = conn;
     for (const l of this.listeners) l(true);
-    this.options.logger.info('amqp.connection.ready', { name: this.options.name });
+    this.options.logger.info('amqp.connection.ready', { name: this.options.name, node: amqpNode(url) });
   }
 
   private async reconnectLoop(): Promise<void> {
@@ -126,15 +133,5 @@ export class AmqpClient {
       await conn.close().catch(() => undefined);
     }
     await this.reconnecting;
-  }
-}
-
-function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return 'the configured URL';
   }
 }

@@ -10,6 +10,13 @@ import type { Channel, ChannelModel } from 'amqplib';
  * here: a message that keeps failing (a poison message or a crash loop) is dead-lettered
  * instead of looping forever. Arguments must never change for an existing queue (the broker
  * refuses a redeclare with other arguments); a new policy needs a new queue name.
+ *
+ * Every queue is a quorum queue, the delay lines too: on a cluster, a classic durable queue
+ * lives on one node, and while that node is down every redeclare of it fails (404 "home node
+ * … is down"), so no service could replay its topology and reconnect to the other nodes
+ * (seen in tests/faults/broker-node-loss.faults.ts). The delay lines were classic queues named
+ * `<p>executions.<category>.wait.<ms>` (routing key `<category>.wait.<ms>`); they dead-letter
+ * what they hold into the work queue within <ms>, and can then be deleted.
  */
 export const DELIVERY_LIMIT = 5;
 
@@ -17,7 +24,7 @@ export interface TopologyNames {
   exchange: string;
   deadLetterExchange: string;
   deadLetterQueue: string;
-  /** Re-check delay (ms) of the wait queues; part of their names, since a queue's TTL cannot change. */
+  /** Re-check delay (ms) of the delay queues; part of their names, since a queue's TTL cannot change. */
   waitMs: number;
   queueFor(category: string): string;
   waitQueueFor(category: string): string;
@@ -34,8 +41,8 @@ export function topologyNames(prefix: string, waitMs: number = DEFAULT_WAIT_MS):
     deadLetterQueue: `${prefix}executions.dead`,
     waitMs,
     queueFor: (category: string) => `${prefix}executions.${category}`,
-    waitQueueFor: (category: string) => `${prefix}executions.${category}.wait.${waitMs}`,
-    waitRoutingKey: (category: string) => `${category}.wait.${waitMs}`,
+    waitQueueFor: (category: string) => `${prefix}executions.${category}.delay.${waitMs}`,
+    waitRoutingKey: (category: string) => `${category}.delay.${waitMs}`,
   };
 }
 
@@ -56,12 +63,18 @@ export async function declareTopology(ch: Channel, names: TopologyNames, categor
     });
     await ch.bindQueue(queue, names.exchange, category);
     // The delay line for provider re-checks: messages sit for waitMs, then the broker
-    // dead-letters them back to the category's work queue. Classic queue: every message has
-    // the same TTL, so expiry at the head is in order.
+    // dead-letters them back to the category's work queue. Every message has the same TTL, so
+    // expiry at the head is in order. Quorum (3.10 supports TTL and dead-lettering on them):
+    // replicated, and declarable while any node is down (see above).
     const wait = names.waitQueueFor(category);
     await ch.assertQueue(wait, {
       durable: true,
-      arguments: { 'x-message-ttl': names.waitMs, 'x-dead-letter-exchange': names.exchange, 'x-dead-letter-routing-key': category },
+      arguments: {
+        'x-queue-type': 'quorum',
+        'x-message-ttl': names.waitMs,
+        'x-dead-letter-exchange': names.exchange,
+        'x-dead-letter-routing-key': category,
+      },
     });
     await ch.bindQueue(wait, names.exchange, names.waitRoutingKey(category));
   }
