@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import sharp from 'sharp';
 
 /** Debian's Chromium (`.ci/run` installs the `chromium` package); never a downloaded browser. */
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -35,6 +36,15 @@ export async function launchChromium(): Promise<Browser> {
 
 export async function shoot(page: Page, name: string, options: { fullPage?: boolean } = {}): Promise<void> {
   await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: options.fullPage ?? true });
+}
+
+/**
+ * The README's picture of the console: the viewport only, as a palette PNG (a tenth of the
+ * size of a full-colour one). Copied by hand to docs/console.png when the console changes.
+ */
+export async function shootForReadme(page: Page): Promise<void> {
+  const shot = await page.screenshot({ fullPage: false });
+  await sharp(shot).png({ palette: true, colors: 96, effort: 10 }).toFile(path.join(SHOTS, 'readme-console.png'));
 }
 
 /** Collects what would show as errors in the page's console (a CSP refusal shows there first). */

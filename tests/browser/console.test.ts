@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import type { Browser, Page } from 'playwright-core';
 import { type SeededProject } from '@tes/testing';
 import { useStack } from '../stack';
-import { launchChromium, pageProblems, shoot } from './browser';
+import { launchChromium, pageProblems, shoot, shootForReadme } from './browser';
 
 /**
  * The console (GET /console) in a real browser against the real stack: sign in, run tools
@@ -99,6 +99,18 @@ describe('the console', () => {
     const script = await page.locator('script[src]').first().getAttribute('src');
     const asset = await fetch(`${stack.baseUrl}${script}`);
     expect(asset.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+    // anything else under /console is the API's usual envelope, never cached
+    const post = await fetch(`${stack.baseUrl}/console`, { method: 'POST' });
+    expect([post.status, ((await post.json()) as any).error.message]).toEqual([405, 'method_not_allowed']);
+    for (const missing of ['/console/assets/nope.js', '/console/assets/..%2f..%2fpackage.json', '/console/index.html']) {
+      const res = await fetch(`${stack.baseUrl}${missing}`);
+      expect([missing, res.status, res.headers.get('cache-control'), ((await res.json()) as any).error.message]).toEqual([
+        missing,
+        404,
+        'no-store',
+        'route_not_found',
+      ]);
+    }
     await page.getByLabel('API key').waitFor();
     await shoot(page, '01-sign-in');
 
@@ -116,6 +128,8 @@ describe('the console', () => {
   it('runs image.render from its example and shows the image, the steps and the money', async () => {
     await chooseTool('image.render');
     await page.locator('#in-text').fill('Hello from the console');
+    await page.locator('#in-background').fill('#1d3557');
+    await page.locator('#in-color').fill('#f1faee');
     await run();
     expect(await waitForEnd()).toBe('succeeded');
     const img = page.locator('.result-panel .artifact img');
@@ -126,6 +140,8 @@ describe('the console', () => {
     expect(await page.locator('.result-panel .steps tbody tr').count()).toBe(1);
     expect(await page.locator('.result-panel .artifact a', { hasText: 'Download' }).getAttribute('href')).toMatch(/^http/);
     await shoot(page, '02-image-render');
+    await page.evaluate(() => (globalThis as any).scrollTo(0, 0));
+    await shootForReadme(page);
   });
 
   it('shows a schema error beside its field before anything is sent, and Run stays off', async () => {

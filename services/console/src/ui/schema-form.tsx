@@ -41,7 +41,7 @@ function ObjectFields(props: { schema: Schema; value: JsonObject; path: string; 
   const required = new Set(schema.required ?? []);
   return (
     <>
-      {oneOfHint(schema) && <p class="hint">{oneOfHint(schema)}</p>}
+      {oneOfHint(schema) && <p class="hint form-note">{oneOfHint(schema)}</p>}
       {Object.entries(schema.properties ?? {}).map(([name, child]) => (
         <Field
           key={name}
