@@ -34,7 +34,7 @@ function typeOf(s: Schema): string {
   if ('const' in s) return show(s.const);
   if (Array.isArray(s.enum)) {
     const values = s.enum.map(show).join(' | ');
-    return values.length <= 40 ? values : `one of ${s.enum.length} values`;
+    return values.length <= 48 ? values : `one of ${s.enum.length} values`;
   }
   switch (s.type) {
     case 'string':
@@ -60,10 +60,11 @@ function typeOf(s: Schema): string {
   }
 }
 
-function notesOf(s: Schema): string {
+/** The description, the values of a long enum (unless a condition below lists them), the default. */
+function notesOf(s: Schema, valuesListedBelow: boolean): string {
   const parts: string[] = [];
   if (typeof s.description === 'string') parts.push(s.description);
-  if (Array.isArray(s.enum) && typeOf(s).startsWith('one of')) parts.push(`Values: ${s.enum.map(show).join(', ')}.`);
+  if (Array.isArray(s.enum) && typeOf(s).startsWith('one of') && !valuesListedBelow) parts.push(`Values: ${s.enum.map(show).join(', ')}.`);
   if (s.default !== undefined) parts.push(`Default ${show(s.default)}.`);
   if (typeof s.pattern === 'string' && s.pattern.startsWith(FILE_ID_PATTERN)) parts.push('(--file uploads a file for it.)');
   return parts.join(' ');
@@ -92,10 +93,12 @@ function rows(s: Schema, prefix: string, out: Row[], notes: string[]): void {
         : '';
     if (name && isSchema(test) && 'const' in test) notes.push(`When ${name} is ${show(test.const)}: ${values(s.then)}. Otherwise: ${values(s.else)}.`);
   }
+  const branchProps = (b: unknown): string[] => (isSchema(b) && isSchema(b.properties) ? Object.keys(b.properties) : []);
+  const conditioned = new Set(cond ? [...branchProps(s.then), ...branchProps(s.else)] : []);
   for (const [name, prop] of Object.entries(properties)) {
     if (!isSchema(prop)) continue;
     const path = prefix ? `${prefix}.${name}` : name;
-    out.push({ path, required: required.includes(name), type: typeOf(prop), notes: notesOf(prop) });
+    out.push({ path, required: required.includes(name), type: typeOf(prop), notes: notesOf(prop, conditioned.has(name)) });
     if (prop.type === 'object') rows(prop, path, out, notes);
     if (prop.type === 'array' && isSchema(prop.items) && prop.items.type === 'object') rows(prop.items, `${path}[]`, out, notes);
   }
@@ -168,15 +171,17 @@ export function describeTool(tool: Tool, catalog: Pick<Catalog, 'priceVersion'>,
   const table: Row[] = [];
   const notes: string[] = [];
   rows(tool.inputSchema, '', table, notes);
-  out.push('Arguments (* required):');
+  out.push('Arguments (* required; inside an object: when the object is given):');
   const pathWidth = Math.max(...table.map((r) => r.path.length + 1));
   const typeWidth = Math.min(28, Math.max(...table.map((r) => r.type.length)));
   const noteWidth = width - 2 - pathWidth - 2 - typeWidth - 2;
   for (const r of table) {
     const head = `  ${(r.path + (r.required ? '*' : '')).padEnd(pathWidth)}  ${r.type.padEnd(typeWidth)}  `;
     const lines = noteWidth >= 30 ? wrap(r.notes, noteWidth) : [];
-    out.push(`${head}${lines[0] ?? ''}`.trimEnd());
-    for (const l of lines.slice(1)) out.push(`${' '.repeat(head.length)}${l}`);
+    // A type wider than its column takes the line; the notes start below it, in their column.
+    const indent = ' '.repeat(2 + pathWidth + 2 + typeWidth + 2);
+    if (r.type.length > typeWidth) out.push(head.trimEnd(), ...lines.map((l) => `${indent}${l}`));
+    else out.push(`${head}${lines[0] ?? ''}`.trimEnd(), ...lines.slice(1).map((l) => `${indent}${l}`));
     if (noteWidth < 30 && r.notes) for (const l of wrap(r.notes, width - 6)) out.push(`      ${l}`);
   }
   for (const n of notes) for (const [i, l] of wrap(n, width - 4).entries()) out.push(`${i === 0 ? '  ' : '    '}${l}`);
