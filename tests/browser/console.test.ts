@@ -38,8 +38,11 @@ afterEach(() => {
 
 async function signIn(secret: string): Promise<void> {
   await page.goto(`${stack.baseUrl}/console`);
-  await page.getByLabel('API key').fill(secret);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  // by keyboard: the key field has the focus order's first place, Enter submits
+  await page.keyboard.press('Tab');
+  expect(await page.evaluate(() => (globalThis as any).document.activeElement?.id)).toBe('api-key');
+  await page.keyboard.type(secret);
+  await page.keyboard.press('Enter');
   await page.locator('.account').waitFor();
 }
 
@@ -244,7 +247,10 @@ describe('the console', () => {
   it('is usable at phone width', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await chooseTool('image.render');
-    await run();
+    // keyboard only: Enter in a field runs the quoted input, and the focus moves to the result
+    await page.locator('.quote-max').waitFor();
+    await page.locator('#in-width').press('Enter');
+    await page.waitForFunction(() => (globalThis as any).document.activeElement?.id === 'h-result');
     expect(await waitForEnd()).toBe('succeeded');
     const overflow = await page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
     expect(overflow).toBeLessThanOrEqual(390);

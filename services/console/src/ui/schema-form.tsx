@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { JSX } from 'preact';
-import { humanize } from '../format';
+import { humanize, usd } from '../format';
 import { isFileField, type FieldErrors, type Json, type JsonObject, type Schema } from '../schema';
 import { FileField, type Uploader } from './file-field';
 
@@ -115,7 +115,7 @@ function Field(props: FieldProps) {
       </label>
       {control}
       <p class="hint" id={`${id}-hint`}>
-        {hint(schema)}
+        {hint(schema, props.name)}
       </p>
       <Errors id={`${id}-err`} messages={messages} />
     </div>
@@ -132,7 +132,7 @@ function Errors(props: { id: string; messages: readonly string[] | undefined }) 
 }
 
 /** The description and the bounds a caller must keep to. */
-function hint(schema: Schema): string {
+function hint(schema: Schema, name: string): string {
   const parts: string[] = [];
   if (schema.description) parts.push(schema.description);
   const bounds: string[] = [];
@@ -142,6 +142,8 @@ function hint(schema: Schema): string {
   if (schema.multipleOf !== undefined && schema.multipleOf !== 1) bounds.push(`a multiple of ${schema.multipleOf}`);
   if (schema.maxLength !== undefined && !schema.pattern) bounds.push(`up to ${schema.maxLength.toLocaleString('en-US')} characters`);
   if (schema.default !== undefined) bounds.push(`default ${JSON.stringify(schema.default)}`);
+  // money is integer micro-USD: say what the bounds are in dollars
+  if (name.endsWith('Micros') && schema.maximum !== undefined) bounds.push(`in micro-USD (1,000,000 = $1.00; at most ${usd(schema.maximum)})`);
   if (bounds.length) parts.push(`${bounds.join(', ')}.`.replace(/^./, (c) => c.toUpperCase()));
   return parts.join(' ');
 }
