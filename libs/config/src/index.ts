@@ -16,6 +16,8 @@ export interface Config {
    */
   readonly trustProxy: false | number | readonly string[];
   readonly metricsPort: number;
+  /** OTLP/HTTP collector base URL (spans go to `<it>/v1/traces`); null (unset or empty): tracing off (libs/tracing). */
+  readonly otelExporterOtlpEndpoint: string | null;
   readonly databaseUrl: string;
   readonly dbPoolMax: number;
   /** Gateway processes sharing PORT (node:cluster); 1 = the process itself serves. */
@@ -249,6 +251,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: int('PORT', DEFAULTS.PORT, 0, 65535),
     trustProxy,
     metricsPort: int('METRICS_PORT', DEFAULTS.METRICS_PORT, 0, 65535),
+    otelExporterOtlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT ? url('OTEL_EXPORTER_OTLP_ENDPOINT', '', ['http:', 'https:']) : null,
     databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),

@@ -24,24 +24,27 @@ export interface OutboxEntry {
   id: number;
   routingKey: string;
   message: ExecutionMessage;
+  /** The W3C traceparent of the span that wrote the row (migration 20261123000017), else null. */
+  traceparent: string | null;
 }
 
 /**
  * `INSERT INTO outbox` for every execution row of `source` (a CTE or table with id, project_id
  * and category), returning what toOutboxEntry reads. The one place the message is built.
+ * `traceContext`: an SQL expression for the rows' traceparent (a binding), NULL without one.
  */
-export function insertOutboxSql(source: string): string {
-  return `INSERT INTO outbox (project_id, execution_id, routing_key, payload)
+export function insertOutboxSql(source: string, traceContext = 'NULL'): string {
+  return `INSERT INTO outbox (project_id, execution_id, routing_key, payload, trace_context)
      SELECT ${source}.project_id, ${source}.id, ${source}.category,
-            jsonb_build_object('executionId', ${source}.id, 'projectId', ${source}.project_id)
+            jsonb_build_object('executionId', ${source}.id, 'projectId', ${source}.project_id), ${traceContext}
        FROM ${source}
      RETURNING ${OUTBOX_RETURNING}`;
 }
 
-const OUTBOX_RETURNING = 'id, routing_key, payload';
+const OUTBOX_RETURNING = 'id, routing_key, payload, trace_context';
 
-export function toOutboxEntry(row: { id: number | string; routing_key: string; payload: ExecutionMessage }): OutboxEntry {
-  return { id: Number(row.id), routingKey: row.routing_key, message: row.payload };
+export function toOutboxEntry(row: { id: number | string; routing_key: string; payload: ExecutionMessage; trace_context: string | null }): OutboxEntry {
+  return { id: Number(row.id), routingKey: row.routing_key, message: row.payload, traceparent: row.trace_context };
 }
 
 /**
@@ -78,7 +81,7 @@ export async function sweepOutbox(
   publish: (entries: OutboxEntry[]) => Promise<PublishOutcome>,
 ): Promise<number> {
   return db.transaction(async (trx) => {
-    const res = await trx.raw<{ rows: { id: number; routing_key: string; payload: ExecutionMessage }[] }>(
+    const res = await trx.raw<{ rows: { id: number; routing_key: string; payload: ExecutionMessage; trace_context: string | null }[] }>(
       `SELECT ${OUTBOX_RETURNING} FROM outbox
         WHERE published_at IS NULL AND created_at < now() - (:graceMs * interval '1 millisecond')
         ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED`,

@@ -1,8 +1,10 @@
 import { crashPoint } from '@tes/lifecycle';
 import type { Logger } from '@tes/observability';
+import { withPublishSpan } from '@tes/tracing';
 
 export interface Publisher {
-  publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void>;
+  /** `headers`: AMQP headers (the trace context's traceparent, when tracing is on). */
+  publish(routingKey: string, payload: unknown, options: { messageId: string; headers?: Record<string, string> }): Promise<void>;
 }
 
 /** An outbox row to publish (libs/db's OutboxEntry, seen from here). */
@@ -10,6 +12,8 @@ export interface OutboxMessage {
   id: number;
   routingKey: string;
   message: { executionId?: unknown };
+  /** The trace of the request that wrote the row (tracing on), carried on in the message headers. */
+  traceparent?: string | null;
 }
 
 /** A publish not confirmed by then counts as failed. */
@@ -29,7 +33,11 @@ export async function publishOutbox(
   timeoutMs: number = OUTBOX_PUBLISH_TIMEOUT_MS,
 ): Promise<{ published: number[]; failed: { id: number; error: string }[] }> {
   const results = await Promise.allSettled(
-    entries.map((e) => withTimeout(publisher.publish(e.routingKey, e.message, { messageId: `outbox-${e.id}` }), timeoutMs)),
+    entries.map((e) =>
+      withPublishSpan('outbox.publish', e.traceparent, (headers) =>
+        withTimeout(publisher.publish(e.routingKey, e.message, { messageId: `outbox-${e.id}`, headers }), timeoutMs),
+      ),
+    ),
   );
   const published: number[] = [];
   const failed: { id: number; error: string }[] = [];

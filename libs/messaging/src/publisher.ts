@@ -48,7 +48,7 @@ export class ConfirmPublisher {
     return this.opening;
   }
 
-  async publish(routingKey: string, payload: unknown, options: { messageId: string }): Promise<void> {
+  async publish(routingKey: string, payload: unknown, options: { messageId: string; headers?: Record<string, string> }): Promise<void> {
     const ch = await this.channelForPublish();
     return new Promise<void>((resolve, reject) => {
       try {
@@ -56,7 +56,7 @@ export class ConfirmPublisher {
           this.exchange,
           routingKey,
           Buffer.from(JSON.stringify(payload)),
-          { persistent: true, contentType: 'application/json', messageId: options.messageId, mandatory: false },
+          { persistent: true, contentType: 'application/json', messageId: options.messageId, headers: options.headers, mandatory: false },
           (err) => (err ? reject(err instanceof Error ? err : new Error('message was nacked by the broker')) : resolve()),
         );
       } catch (err) {

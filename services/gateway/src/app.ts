@@ -13,6 +13,7 @@ import { RequestSchemas, type OpenApiDocument } from './request-schemas';
 import { sendJson } from './respond';
 import { apiRoutes, docsAssets, docsRoutes } from './routes';
 import { toolsDispatch } from './tools-dispatch';
+import { serverSpan, tracingOn } from '@tes/tracing';
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -24,6 +25,9 @@ export function createApp(deps: GatewayDeps): express.Express {
   // req.ip: the socket's peer unless TRUST_PROXY names the proxies whose X-Forwarded-For
   // may be believed; the failed-authentication throttle counts per req.ip.
   app.set('trust proxy', deps.config.trustProxy);
+
+  // An HTTP server span per request, installed only when tracing is on (libs/tracing).
+  if (tracingOn()) app.use(serverSpan);
 
   // Every response, errors and unknown paths included, is uncacheable, carries a request id and
   // is counted and logged (access-log.ts).

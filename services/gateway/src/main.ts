@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import { loadConfig } from '@tes/config';
 import { runService } from '@tes/lifecycle';
+import { withTracing } from '@tes/tracing';
 import { startGatewayCluster } from './cluster';
 import { startGateway } from './server';
 
@@ -9,11 +10,13 @@ const running = cluster.isWorker
     runService(
       'gateway',
       () => loadConfig(),
-      (config, logger) => startGateway(config, logger, { clusterWorker: true }),
+      (config, logger) => withTracing(config, 'tes-gateway', () => startGateway(config, logger, { clusterWorker: true })),
     )
   : runService(
       'gateway',
       () => loadConfig(),
-      (config, logger) => (config.gatewayProcesses > 1 ? startGatewayCluster(config, logger) : startGateway(config, logger)),
+      // the primary of a cluster serves no requests: its processes trace theirs
+      (config, logger) =>
+        config.gatewayProcesses > 1 ? startGatewayCluster(config, logger) : withTracing(config, 'tes-gateway', () => startGateway(config, logger)),
     );
 void running.then((code) => process.exit(code));

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { claimExecution, isConnectionError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
 import type { Delivery, Disposition } from '@tes/messaging';
+import { withSpan } from '@tes/tracing';
 import { cachedPriceLists, LeaseLost, ShuttingDown, type ExecutionDeps } from './execution/context';
 import { runExecution } from './execution/run';
 import { WorkDir } from './execution/work-dir';
@@ -112,7 +113,10 @@ export class StepEngine {
 
   private async handleClaimed(executionId: string, message: ExecutionMessage, category: string, delivery?: Delivery): Promise<Disposition> {
     const { db, logger, workerId, leaseTtlMs } = this.deps;
-    const execution = await claimExecution(db, executionId, workerId, leaseTtlMs);
+    const execution = await withSpan('execution.claim', (span) => {
+      span.setAttribute('tes.execution.id', executionId);
+      return claimExecution(db, executionId, workerId, leaseTtlMs);
+    });
     if (!execution) {
       // Terminal, waiting for an operator, or held by a live worker: a duplicate or
       // redelivered message. Nothing to do; the lease holder (or the reaper) carries on.

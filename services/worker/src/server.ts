@@ -9,6 +9,7 @@ import { newWorkerId, StepEngine } from './engine';
 import { RUNNERS } from './tools';
 import { hasProgram } from './programs';
 import { GuardedHttp } from '@tes/outbound';
+import { withMessageSpan, withPublishSpan } from '@tes/tracing';
 
 export interface RunningWorker {
   workerId: string;
@@ -54,8 +55,11 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
     leaseTtlMs: config.leaseTtlMs,
     workerId,
     waitMs: config.waitRecheckMs,
+    // a delayed message carries the trace on: the re-check continues the submit's trace
     publishLater: (message, category) =>
-      publisher.publish(names.waitRoutingKey(category), message, { messageId: `later-${message.executionId}-${Date.now()}` }),
+      withPublishSpan('execution.publish_later', null, (headers) =>
+        publisher.publish(names.waitRoutingKey(category), message, { messageId: `later-${message.executionId}-${Date.now()}`, headers }),
+      ),
     providers: {
       http: new GuardedHttp({ allowPrivateNetworks: config.providerAllowPrivateNetworks }),
       baseUrls: config.providerBaseUrls,
@@ -72,7 +76,8 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
         {
           queue: names.queueFor(category),
           concurrency: config.workerConcurrencyByQueue[category] ?? config.workerConcurrency,
-          handler: (payload, _message, delivery) => engine.handle(payload, category, delivery),
+          handler: (payload, message, delivery) =>
+            withMessageSpan('execution.process', message.properties.headers, () => engine.handle(payload, category, delivery)),
           onOverflow: (payload) => engine.deferBusy(payload, category),
         },
         logger,

@@ -24,6 +24,8 @@ export interface SubmitInput {
   fileIds?: readonly string[];
   /** A queued execution nobody claimed by then is published again by the relay. */
   dispatchDeadlineMs: number;
+  /** The submit's W3C traceparent (tracing on), kept in the outbox row for whoever publishes it. */
+  traceparent?: string | null;
 }
 
 export type SubmitResult =
@@ -83,16 +85,17 @@ const SUBMIT_SQL = `WITH f AS (
      SELECT e.id, f.id, e.project_id FROM e CROSS JOIN f
      RETURNING 1
    ), o AS (
-     ${insertOutboxSql('e')}
+     ${insertOutboxSql('e', ':traceparent::text')}
    ), l AS (
      INSERT INTO ledger_entries (transaction_id, project_id, execution_id, kind, account, amount_micros)
      SELECT :transactionId::text, e.project_id, e.id, 'reserve', v.account, v.amount
        FROM e CROSS JOIN (VALUES ('available', -:reserved::bigint), ('reserved', :reserved::bigint)) AS v(account, amount)
      RETURNING 1
    )
-   SELECT e.*, o.id AS outbox_id, o.routing_key AS outbox_routing_key, o.payload AS outbox_payload FROM e CROSS JOIN o`;
+   SELECT e.*, o.id AS outbox_id, o.routing_key AS outbox_routing_key, o.payload AS outbox_payload,
+          o.trace_context AS outbox_trace_context FROM e CROSS JOIN o`;
 
-type SubmitRow = ExecutionRow & { outbox_id: number; outbox_routing_key: string; outbox_payload: ExecutionMessage };
+type SubmitRow = ExecutionRow & { outbox_id: number; outbox_routing_key: string; outbox_payload: ExecutionMessage; outbox_trace_context: string | null };
 
 /** The unique index that is the idempotency binding. */
 const IDEMPOTENCY_CONSTRAINT = 'executions_project_id_idempotency_key_key';
@@ -120,6 +123,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
       requestDigest: input.requestDigest,
       dispatchDeadlineMs: input.dispatchDeadlineMs,
       transactionId: randomUUID(),
+      traceparent: input.traceparent ?? null,
     }));
   } catch (err) {
     // the key is bound already (perhaps by a concurrent twin): nothing of this one was written
@@ -128,7 +132,12 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
   }
   const row = rows[0];
   if (row) {
-    const outbox = toOutboxEntry({ id: row.outbox_id, routing_key: row.outbox_routing_key, payload: row.outbox_payload });
+    const outbox = toOutboxEntry({
+      id: row.outbox_id,
+      routing_key: row.outbox_routing_key,
+      payload: row.outbox_payload,
+      trace_context: row.outbox_trace_context,
+    });
     return { kind: 'created', execution: toExecution(row), outbox };
   }
 

@@ -15,6 +15,7 @@ import * as m13 from './20261123000013_execution_changes';
 import * as m14 from './20261123000014_webhook_wakeup';
 import * as m15 from './20261123000015_file_facts';
 import * as m16 from './20261123000016_admin_read_indexes';
+import * as m17 from './20261123000017_outbox_trace_context';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -34,4 +35,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261123000014_webhook_wakeup', m14],
   ['20261123000015_file_facts', m15],
   ['20261123000016_admin_read_indexes', m16],
+  ['20261123000017_outbox_trace_context', m17],
 ];

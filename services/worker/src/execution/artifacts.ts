@@ -1,6 +1,7 @@
 import { newId, RETENTION_MS, sha256Hex } from '@tes/core';
 import type { ArtifactSummary, ExecutionRecord, NewArtifact, StepRecord } from '@tes/db';
 import { artifactKey } from '@tes/storage';
+import { withSpan } from '@tes/tracing';
 import type { ProducedFile } from '../runner';
 import type { ExecutionDeps } from './context';
 
@@ -16,7 +17,10 @@ export async function storeFiles(deps: StoreDeps, e: ExecutionRecord, index: num
     for (const f of files) {
       const id = newId('art');
       const key = artifactKey(e.projectId, e.id, id, f.format);
-      await deps.store.put({ key, body: f.body, contentType: f.mimeType });
+      await withSpan('s3.put', (span) => {
+        span.setAttributes({ 'tes.artifact.format': f.format, 'tes.artifact.size_bytes': f.body.length });
+        return deps.store.put({ key, body: f.body, contentType: f.mimeType });
+      });
       stored.push({
         id,
         format: f.format,

@@ -1,6 +1,7 @@
 import { MAX_STEPS, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
 import { enterWaiting, finishStep, getSteps, isConnectionError, startStep, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { withSpan } from '@tes/tracing';
 import { hasProgram } from '../programs';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type StepWait } from '../runner';
@@ -69,7 +70,11 @@ export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { f
 
     let result: PricedResult | StepWait;
     try {
-      result = await runStep(deps, { execution: e, tool, runner, index, step, previous: steps, prices, workDir, resumed: resuming ? recorded : undefined });
+      // the span's units and cost are added by runStep once priced
+      result = await withSpan('execution.step', (span) => {
+        span.setAttributes({ 'tes.tool': e.tool, 'tes.model': e.model, 'tes.step.index': index, 'tes.step.name': name });
+        return runStep(deps, { execution: e, tool, runner, index, step, previous: steps, prices, workDir, resumed: resuming ? recorded : undefined });
+      });
     } catch (err) {
       if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
       if (err instanceof OutcomeUnknown) {

@@ -1,4 +1,5 @@
 import { finishLastStepAndSettle, markNeedsReview, settleExecution, type ExecutionRecord, type SettleInput, type StepOutcome, type StepRecord } from '@tes/db';
+import { withSpan } from '@tes/tracing';
 import { LeaseLost, type ExecutionDeps } from './context';
 
 type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics' | 'workerId'>;
@@ -30,7 +31,10 @@ export async function settle(
     errorCode: extra.errorCode ?? null,
     errorMessage: extra.errorMessage ?? null,
   };
-  const settled = lastStep ? await finishLastStepAndSettle(db, lastStep, input) : await settleExecution(db, input);
+  const settled = await withSpan('execution.settle', (span) => {
+    span.setAttributes({ 'tes.execution.status': status, 'tes.charged_micros': input.chargedMicros });
+    return lastStep ? finishLastStepAndSettle(db, lastStep, input) : settleExecution(db, input);
+  });
   timer({ outcome: settled ? status : 'fenced' });
   if (!settled) throw new LeaseLost();
   metrics.executionsTotal.inc({ tool: e.tool, status });

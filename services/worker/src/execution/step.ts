@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { getExecutionInputFile, recordExternalRef, renewLease, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
 import { LeaseLost, ShuttingDown, type ExecutionDeps } from './context';
@@ -114,11 +115,14 @@ function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResu
   if (!Number.isSafeInteger(units) || units < 0) throw new Error(`step ${name} reported an invalid number of units`);
   if (!run.step.billed) {
     if (units !== 0) throw new Error(`step ${name} is free but reported ${units} units`);
+    annotate({ 'tes.step.units': 0, 'tes.step.cost_micros': 0 });
     return { ...rest, costMicros: 0 };
   }
   const e = run.execution;
   const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments);
-  return { ...rest, costMicros: Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous))) };
+  const costMicros = Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous)));
+  annotate({ 'tes.step.units': units, 'tes.step.cost_micros': costMicros });
+  return { ...rest, costMicros };
 }
 
 async function fetchInput(deps: ExecutionDeps, e: ExecutionRecord, fileId: string, workDir: string, signal: AbortSignal): Promise<InputFile> {

@@ -1,0 +1,180 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { seedProject } from '@tes/testing';
+import { Cluster, sleep } from '../faults/cluster';
+
+/**
+ * Tracing on (OTEL_EXPORTER_OTLP_ENDPOINT): the compiled gateway, worker and relay as real
+ * processes export to a small OTLP/HTTP receiver run here (the http exporter sends JSON), and
+ * one submit run to its end is one trace, from the gateway's request span through the submit,
+ * the outbox publish and the RabbitMQ message (traceparent header) into the worker's claim,
+ * step, S3 put and settlement.
+ */
+
+interface OtlpValue {
+  stringValue?: string;
+  intValue?: string | number;
+  doubleValue?: number;
+  boolValue?: boolean;
+}
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes?: { key: string; value: OtlpValue }[];
+}
+interface ReceivedSpan extends OtlpSpan {
+  service: string;
+  attrs: Record<string, string | number | boolean>;
+}
+interface OtlpRequest {
+  resourceSpans?: {
+    resource?: { attributes?: { key: string; value: OtlpValue }[] };
+    scopeSpans?: { spans?: OtlpSpan[] }[];
+  }[];
+}
+
+const SPAN_KIND = { INTERNAL: 1, SERVER: 2, PRODUCER: 4, CONSUMER: 5 } as const;
+
+function attributes(list: { key: string; value: OtlpValue }[] | undefined): Record<string, string | number | boolean> {
+  const out: Record<string, string | number | boolean> = {};
+  for (const { key, value } of list ?? []) {
+    const v = value.stringValue ?? value.intValue ?? value.doubleValue ?? value.boolValue;
+    if (v !== undefined) out[key] = typeof v === 'string' && value.intValue !== undefined ? Number(v) : v;
+  }
+  return out;
+}
+
+/** An OTLP/HTTP trace receiver: every span posted to /v1/traces, with its resource's service.name. */
+class OtlpReceiver {
+  readonly spans: ReceivedSpan[] = [];
+  readonly contentTypes = new Set<string>();
+  private readonly server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      if (req.method !== 'POST' || req.url !== '/v1/traces') {
+        res.writeHead(404).end();
+        return;
+      }
+      this.contentTypes.add(String(req.headers['content-type']));
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpRequest;
+      for (const rs of body.resourceSpans ?? []) {
+        const service = String(attributes(rs.resource?.attributes)['service.name']);
+        for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) this.spans.push({ ...s, service, attrs: attributes(s.attributes) });
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+
+  async start(): Promise<string> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  stop(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+const receiver = new OtlpReceiver();
+let cluster: Cluster;
+
+beforeAll(async () => {
+  const endpoint = await receiver.start();
+  cluster = await Cluster.start({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_SCHEDULE_DELAY: '100' } });
+}, 90_000);
+
+afterAll(async () => {
+  await cluster?.shutdown();
+  await receiver.stop();
+}, 60_000);
+
+async function call(method: string, path: string, secret: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(`${cluster.baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as { data: Record<string, unknown> } };
+}
+
+async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
+
+test('a submit is one trace: gateway request → submit → outbox publish → worker claim, step, S3 put → settlement', async () => {
+  const p = await seedProject(cluster.db, { creditMicros: 1_000_000 });
+  const args = { text: 'traced', width: 320, height: 200, format: 'png' };
+  const quote = await call('POST', '/tools/quote', p.secret, { tool: 'image.render', arguments: args });
+  expect(quote.status).toBe(200);
+  const submit = await call(
+    'POST',
+    '/tools/image.render',
+    p.secret,
+    { tool: 'image.render', arguments: args, priceVersion: quote.body.data.priceVersion, maximumChargeMicros: quote.body.data.maximumChargeMicros },
+    { 'Idempotency-Key': 'trace-0001' },
+  );
+  expect(submit.status).toBe(202);
+  const id = submit.body.data.id as string;
+  await eventually('the execution did not succeed', async () => {
+    const r = await call('GET', `/tools/executions/${id}`, p.secret);
+    return r.body.data.status === 'succeeded' ? true : undefined;
+  });
+
+  const settle = await eventually('no settlement span arrived', () =>
+    receiver.spans.find((s) => s.name === 'execution.settle' && s.attrs['tes.execution.status'] === 'succeeded'),
+  );
+  const trace = receiver.spans.filter((s) => s.traceId === settle.traceId);
+  const byId = new Map(trace.map((s) => [s.spanId, s]));
+  // every span of the trace hangs from a span of the same trace, up to one root
+  const roots = trace.filter((s) => !s.parentSpanId);
+  expect(roots.map((s) => `${s.service} ${s.name}`)).toEqual(['tes-gateway POST /tools/{tool}']);
+  for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId)).toBe(true);
+
+  // the settlement's ancestry is the execution's path through the services
+  const chain: string[] = [];
+  for (let s: ReceivedSpan | undefined = settle; s; s = s.parentSpanId ? byId.get(s.parentSpanId) : undefined) chain.push(`${s.service} ${s.name}`);
+  expect(chain).toEqual([
+    'tes-worker execution.settle',
+    'tes-worker execution.process',
+    expect.stringMatching(/^tes-(gateway|relay) outbox\.publish$/), // the relay publishes a row the gateway could not
+    'tes-gateway execution.submit',
+    'tes-gateway POST /tools/{tool}',
+  ]);
+  const root = roots[0]!;
+  expect(root.kind).toBe(SPAN_KIND.SERVER);
+  expect(root.attrs).toMatchObject({ 'http.route': '/tools/{tool}', 'http.request.method': 'POST', 'http.response.status_code': 202 });
+  const consumer = byId.get(settle.parentSpanId!)!;
+  expect(consumer.kind).toBe(SPAN_KIND.CONSUMER);
+  expect(byId.get(consumer.parentSpanId!)!.kind).toBe(SPAN_KIND.PRODUCER);
+
+  // the worker's claim, its one step (units and cost) and the S3 put are children of its message span
+  const children = (name: string) => trace.filter((s) => s.name === name && s.parentSpanId === consumer.spanId);
+  expect(children('execution.claim')).toHaveLength(1);
+  expect(children('execution.claim')[0]!.attrs['tes.execution.id']).toBe(id);
+  const steps = children('execution.step');
+  expect(steps).toHaveLength(1);
+  expect(steps[0]!.attrs).toMatchObject({
+    'tes.tool': 'image.render',
+    'tes.step.index': 0,
+    'tes.step.units': expect.any(Number),
+    'tes.step.cost_micros': submit.body.data.reservedMicros,
+  });
+  expect(children('s3.put')).toHaveLength(1);
+  expect(children('s3.put')[0]!.attrs['tes.artifact.format']).toBe('png');
+  expect(settle.attrs['tes.charged_micros']).toBe(submit.body.data.reservedMicros);
+
+  // JSON, as the http exporter sends it; and no secret reached a span
+  expect([...receiver.contentTypes]).toEqual(['application/json']);
+  expect(JSON.stringify(receiver.spans)).not.toContain(p.secret);
+}, 90_000);
