@@ -38,6 +38,8 @@ function generalHelp(): string {
     '',
     'Each command takes --help. Every command prints JSON on stdout for scripts; read commands',
     '(list, show) print tables instead when stdout is a terminal (--json and --table choose). Money is shown in micro-USD and in dollars (1 USD = 1000000 micros).',
+    'When stdout goes to a file or a pipe, run npm with -s (npm run -s admin -- ...): npm prints its',
+    '"> admin" banner on stdout, ahead of the JSON or CSV.',
     'Configuration comes from the environment (DATABASE_URL, ...).',
     'Exit status: 0 ok; 1 failed precondition (an unknown id, a state the command cannot act on,',
     'a price list changed since export; ledger audit: an invariant broken); 2 bad usage.',

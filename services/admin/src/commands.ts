@@ -189,7 +189,8 @@ export const COMMANDS: CommandSpec[] = [
       },
     },
     notes: [
-      'The safe edit: npm run admin -- prices export > prices.json   (stderr: "current priceVersion V ...")',
+      'The safe edit: npm run -s admin -- prices export > prices.json   (stderr: "current priceVersion V ...";',
+      '              -s keeps npm\'s "> admin" banner out of the file)',
       '              edit prices.json; npm run admin -- prices publish --file prices.json --expect-version V',
     ],
     run: async (db, o, _p, note) => {
