@@ -39,7 +39,9 @@ export function consoleSite(config: Config): RequestHandler {
       // read once, on the first request: a gateway started before the build still serves it then
       page ??= readPage(dist);
       if (page === undefined) {
-        throw new AppError('service_unavailable', 'service_unavailable', { details: { reason: 'the console is not built: run npm run build' } });
+        throw new AppError('service_unavailable', 'service_unavailable', {
+          details: { reason: 'the console is not built or not installed: run npm run build' },
+        });
       }
       res.set({ 'Content-Security-Policy': csp, 'X-Frame-Options': 'DENY' });
       res.type('text/html; charset=utf-8').send(page);
@@ -70,9 +72,16 @@ function contentSecurityPolicy(objectStore: string): string {
   ].join('; ');
 }
 
-/** The console package's build output (its folder's dist/), found as node finds the package. */
+/**
+ * The console package's build output (its folder's dist/), found as node finds the package.
+ * An install without it (an image that left it out) still serves the API: /console is 503.
+ */
 function consoleDist(): string {
-  return path.join(path.dirname(require.resolve('@tes/console/package.json')), 'dist');
+  try {
+    return path.join(path.dirname(require.resolve('@tes/console/package.json')), 'dist');
+  } catch {
+    return path.join(__dirname, 'console-missing');
+  }
 }
 
 function readPage(dist: string): string | undefined {
