@@ -78,6 +78,9 @@ export class StateMetrics {
       this.o.metrics.ledgerAuditOk.set(report.ok ? 1 : 0);
       if (!report.ok) this.o.logger.error('relay.ledger_audit.failed', { problems: report.problems.slice(0, 20) });
     } catch (err) {
+      // no verdict now: the last one must not stand in for audits that no longer complete
+      // (TesLedgerAuditMissing fires on NaN that lasts)
+      this.o.metrics.ledgerAuditOk.set(NaN);
       this.o.logger.warn('relay.ledger_audit.error', { err: (err as Error).message });
     }
   }

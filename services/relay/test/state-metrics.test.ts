@@ -1,0 +1,42 @@
+import type { Knex } from 'knex';
+import { createDb } from '@tes/db';
+import { AmqpClient } from '@tes/messaging';
+import { createLogger, createMetrics } from '@tes/observability';
+import { CaptureTransport, createTestDatabase, type TestDatabase } from '@tes/testing';
+import { StateMetrics } from '../src/state-metrics';
+
+/**
+ * The ledger audit's gauge on real Postgres: 1 after an audit that holds, and NaN ("no
+ * verdict") when an audit cannot complete, so TesLedgerAuditMissing (no relay verdict for 30
+ * minutes) fires when the audits keep failing, instead of the last good verdict standing forever.
+ */
+let database: TestDatabase;
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await database?.drop();
+});
+
+async function auditGauge(metrics: ReturnType<typeof createMetrics>): Promise<number | undefined> {
+  return (await metrics.registry.getSingleMetric('tes_ledger_audit_ok')!.get()).values[0]?.value;
+}
+
+test('an audit that cannot complete leaves no verdict (NaN), not the last one', async () => {
+  const logs = new CaptureTransport();
+  const logger = createLogger({ service: 'test', transports: [logs] });
+  const metrics = createMetrics('relay', false);
+  const db: Knex = createDb({ url: database.url, poolMax: 1 });
+  // never started: audit() reads only the database
+  const amqp = new AmqpClient({ url: 'amqp://guest:guest@127.0.0.1:5672', logger, name: 'test-state-metrics' });
+  const state = new StateMetrics({ db, amqp, metrics, logger, queues: [], intervalMs: 60_000, auditIntervalMs: 60_000 });
+  expect(await auditGauge(metrics)).toBeNaN();
+  await state.audit();
+  expect(await auditGauge(metrics)).toBe(1);
+  // the database goes away: the next audit fails
+  await db.destroy();
+  await state.audit();
+  expect(await auditGauge(metrics)).toBeNaN();
+});
