@@ -103,6 +103,19 @@ export function httpStatus(url: string, timeoutMs = 1_000): Promise<number | nul
   });
 }
 
+/** A connection to the first node of AMQP_URL (one URL, or a cluster's, comma-separated) that answers. */
+async function connectAny(urls: string): Promise<amqplib.ChannelModel> {
+  let failure: unknown;
+  for (const url of urls.split(/,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i)) {
+    try {
+      return await amqplib.connect(url.trim());
+    } catch (err) {
+      failure = err;
+    }
+  }
+  throw failure;
+}
+
 export interface Exit {
   code: number | null;
   signal: NodeJS.Signals | null;
@@ -311,7 +324,7 @@ export class Cluster {
   async shutdown(): Promise<void> {
     await Promise.all([...this.current.keys()].map((s) => this.stop(s)));
     await this.db.destroy();
-    const conn = await amqplib.connect(this.env.AMQP_URL!);
+    const conn = await connectAny(this.env.AMQP_URL!);
     try {
       const ch = await conn.createChannel();
       await deleteTopology(

@@ -14,12 +14,13 @@ import { freePort, ROOT } from './cluster';
  * Hazard: never call the shared servers' controls from here — every command names this
  * instance's data folder (pg_ctl -D) or node (rabbitmqctl -n).
  */
-interface Ran {
+export interface Ran {
   code: number | null;
   output: string;
 }
 
-function run(cmd: string, args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string; quiet?: boolean } = {}): Promise<Ran> {
+/** Runs a command; with `timeoutMs`, SIGKILLs it past then (code null, output so far). */
+export function run(cmd: string, args: string[], options: { env?: NodeJS.ProcessEnv; cwd?: string; quiet?: boolean; timeoutMs?: number } = {}): Promise<Ran> {
   return new Promise((resolve, reject) => {
     // A daemon it starts (pg_ctl start, rabbitmq-server -detached) may inherit our pipes and
     // hold them open for its whole life: 'exit' (not 'close') ends the wait, and with
@@ -28,8 +29,13 @@ function run(cmd: string, args: string[], options: { env?: NodeJS.ProcessEnv; cw
     let output = '';
     child.stdout?.on('data', (c: Buffer) => (output += c.toString('utf8')));
     child.stderr?.on('data', (c: Buffer) => (output += c.toString('utf8')));
-    child.once('error', reject);
+    const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), options.timeoutMs);
+    child.once('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
     child.once('exit', (code) => {
+      clearTimeout(timer);
       child.stdout?.destroy();
       child.stderr?.destroy();
       resolve({ code, output });
@@ -37,7 +43,7 @@ function run(cmd: string, args: string[], options: { env?: NodeJS.ProcessEnv; cw
   });
 }
 
-async function must(what: string, p: Promise<Ran>): Promise<string> {
+export async function must(what: string, p: Promise<Ran>): Promise<string> {
   const r = await p;
   if (r.code !== 0) throw new Error(`${what} failed (exit ${r.code}):\n${r.output.slice(-2_000)}`);
   return r.output;
