@@ -17,6 +17,9 @@ let problems: string[];
 let main: SeededProject;
 
 beforeAll(async () => {
+  // npm test builds the console first (npm run build:console); a lone jest run may not have
+  const built = await fetch(`${stack.baseUrl}/console`);
+  if (built.status !== 200) throw new Error(`GET /console answered ${built.status}: run npm run build:console first`);
   browser = await launchChromium();
   main = await stack.seed({ creditMicros: 100_000_000 });
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
