@@ -240,8 +240,9 @@ describe('tes', () => {
     const lines = human.stdout.split('\n');
     expect(lines[0]).toBe(file.id); // the same bytes, the same id
     expect(lines[1]).toMatch(new RegExp(`^  image/png, ${file.sizeBytes.toLocaleString('en-US')} bytes`));
-    // the facts, where the gateway measures them (issue #16 part 1)
-    if (file.facts) expect(lines[1]).toContain(`, ${file.facts.width}×${file.facts.height}`);
+    // the facts the gateway measured (issue #16 part 1): the 48×32 PNG rendered above
+    expect(file.facts).toMatchObject({ width: 48, height: 32 });
+    expect(lines[1]).toContain(', 48×32');
     const missing = await tes(['upload', join(dir, 'nothing-here.png')], p.secret);
     expect(missing).toMatchObject({ code: 2, stderr: expect.stringContaining('cannot read') });
   });
