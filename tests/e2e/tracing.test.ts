@@ -2,13 +2,15 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { seedProject } from '@tes/testing';
 import { Cluster, sleep } from '../faults/cluster';
+import { startFakeProviders, type FakeProviders } from '../fake-providers';
 
 /**
  * Tracing on (OTEL_EXPORTER_OTLP_ENDPOINT): the compiled gateway, worker and relay as real
  * processes export to a small OTLP/HTTP receiver run here (the http exporter sends JSON), and
  * one submit run to its end is one trace, from the gateway's request span through the submit,
  * the outbox publish and the RabbitMQ message (traceparent header) into the worker's claim,
- * step, S3 put and settlement.
+ * step, S3 put and settlement; a provider step's re-check, through the delay queue, stays in
+ * the same trace.
  */
 
 interface OtlpValue {
@@ -82,14 +84,25 @@ class OtlpReceiver {
 
 const receiver = new OtlpReceiver();
 let cluster: Cluster;
+let fake: FakeProviders;
 
 beforeAll(async () => {
   const endpoint = await receiver.start();
-  cluster = await Cluster.start({ env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_BSP_SCHEDULE_DELAY: '100' } });
+  fake = await startFakeProviders();
+  cluster = await Cluster.start({
+    env: {
+      OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      ...fake.env,
+      PROVIDER_ALLOW_PRIVATE_NETWORKS: '1',
+      WAIT_RECHECK_MS: '150',
+    },
+  });
 }, 90_000);
 
 afterAll(async () => {
   await cluster?.shutdown();
+  await fake?.stop();
   await receiver.stop();
 }, 60_000);
 
@@ -100,6 +113,46 @@ async function call(method: string, path: string, secret: string, body?: unknown
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   return { status: res.status, body: (await res.json()) as { data: Record<string, unknown> } };
+}
+
+/** Quotes and submits; the execution's id. */
+async function submit(secret: string, tool: string, args: Record<string, unknown>, key: string) {
+  const quote = await call('POST', '/tools/quote', secret, { tool, arguments: args });
+  expect(quote.status).toBe(200);
+  const res = await call(
+    'POST',
+    `/tools/${tool}`,
+    secret,
+    { tool, arguments: args, priceVersion: quote.body.data.priceVersion, maximumChargeMicros: quote.body.data.maximumChargeMicros },
+    { 'Idempotency-Key': key },
+  );
+  expect(res.status).toBe(202);
+  return res.body.data as { id: string; reservedMicros: number };
+}
+
+async function waitSucceeded(secret: string, id: string): Promise<void> {
+  await eventually(`execution ${id} did not succeed`, async () => {
+    const r = await call('GET', `/tools/executions/${id}`, secret);
+    return r.body.data.status === 'succeeded' ? true : undefined;
+  });
+}
+
+/** The spans of the trace of `id`'s settlement, once it arrived, by span id. */
+async function traceOfSettlement(id: string): Promise<{ settle: ReceivedSpan; trace: ReceivedSpan[]; byId: Map<string, ReceivedSpan> }> {
+  const claim = await eventually(`no claim span of ${id} arrived`, () =>
+    receiver.spans.find((s) => s.name === 'execution.claim' && s.attrs['tes.execution.id'] === id),
+  );
+  const settle = await eventually(`no settlement span of ${id} arrived`, () =>
+    receiver.spans.find((s) => s.name === 'execution.settle' && s.traceId === claim.traceId),
+  );
+  const trace = receiver.spans.filter((s) => s.traceId === settle.traceId);
+  return { settle, trace, byId: new Map(trace.map((s) => [s.spanId, s])) };
+}
+
+function ancestry(span: ReceivedSpan, byId: Map<string, ReceivedSpan>): string[] {
+  const chain: string[] = [];
+  for (let s: ReceivedSpan | undefined = span; s; s = s.parentSpanId ? byId.get(s.parentSpanId) : undefined) chain.push(`${s.service} ${s.name}`);
+  return chain;
 }
 
 async function eventually<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
@@ -114,37 +167,19 @@ async function eventually<T>(what: string, probe: () => Promise<T | undefined> |
 
 test('a submit is one trace: gateway request → submit → outbox publish → worker claim, step, S3 put → settlement', async () => {
   const p = await seedProject(cluster.db, { creditMicros: 1_000_000 });
-  const args = { text: 'traced', width: 320, height: 200, format: 'png' };
-  const quote = await call('POST', '/tools/quote', p.secret, { tool: 'image.render', arguments: args });
-  expect(quote.status).toBe(200);
-  const submit = await call(
-    'POST',
-    '/tools/image.render',
-    p.secret,
-    { tool: 'image.render', arguments: args, priceVersion: quote.body.data.priceVersion, maximumChargeMicros: quote.body.data.maximumChargeMicros },
-    { 'Idempotency-Key': 'trace-0001' },
-  );
-  expect(submit.status).toBe(202);
-  const id = submit.body.data.id as string;
-  await eventually('the execution did not succeed', async () => {
-    const r = await call('GET', `/tools/executions/${id}`, p.secret);
-    return r.body.data.status === 'succeeded' ? true : undefined;
-  });
+  const submitted = await submit(p.secret, 'image.render', { text: 'traced', width: 320, height: 200, format: 'png' }, 'trace-0001');
+  const id = submitted.id;
+  await waitSucceeded(p.secret, id);
 
-  const settle = await eventually('no settlement span arrived', () =>
-    receiver.spans.find((s) => s.name === 'execution.settle' && s.attrs['tes.execution.status'] === 'succeeded'),
-  );
-  const trace = receiver.spans.filter((s) => s.traceId === settle.traceId);
-  const byId = new Map(trace.map((s) => [s.spanId, s]));
+  const { settle, trace, byId } = await traceOfSettlement(id);
+  expect(settle.attrs['tes.execution.status']).toBe('succeeded');
   // every span of the trace hangs from a span of the same trace, up to one root
   const roots = trace.filter((s) => !s.parentSpanId);
   expect(roots.map((s) => `${s.service} ${s.name}`)).toEqual(['tes-gateway POST /tools/{tool}']);
   for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId)).toBe(true);
 
   // the settlement's ancestry is the execution's path through the services
-  const chain: string[] = [];
-  for (let s: ReceivedSpan | undefined = settle; s; s = s.parentSpanId ? byId.get(s.parentSpanId) : undefined) chain.push(`${s.service} ${s.name}`);
-  expect(chain).toEqual([
+  expect(ancestry(settle, byId)).toEqual([
     'tes-worker execution.settle',
     'tes-worker execution.process',
     expect.stringMatching(/^tes-(gateway|relay) outbox\.publish$/), // the relay publishes a row the gateway could not
@@ -168,13 +203,30 @@ test('a submit is one trace: gateway request → submit → outbox publish → w
     'tes.tool': 'image.render',
     'tes.step.index': 0,
     'tes.step.units': expect.any(Number),
-    'tes.step.cost_micros': submit.body.data.reservedMicros,
+    'tes.step.cost_micros': submitted.reservedMicros,
   });
   expect(children('s3.put')).toHaveLength(1);
   expect(children('s3.put')[0]!.attrs['tes.artifact.format']).toBe('png');
-  expect(settle.attrs['tes.charged_micros']).toBe(submit.body.data.reservedMicros);
+  expect(settle.attrs['tes.charged_micros']).toBe(submitted.reservedMicros);
 
   // JSON, as the http exporter sends it; and no secret reached a span
   expect([...receiver.contentTypes]).toEqual(['application/json']);
   expect(JSON.stringify(receiver.spans)).not.toContain(p.secret);
+}, 90_000);
+
+test("a provider step's re-check comes back through the delay queue in the same trace", async () => {
+  const p = await seedProject(cluster.db, { creditMicros: 1_000_000 });
+  const { id } = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'a traced fox [polls:2]', count: 1 }, 'trace-0002');
+  await waitSucceeded(p.secret, id);
+
+  const { settle, trace, byId } = await traceOfSettlement(id);
+  const chain = ancestry(settle, byId);
+  // the settlement's message span is a re-check's: it hangs from a delayed publish of an earlier one
+  expect(chain.slice(0, 3)).toEqual(['tes-worker execution.settle', 'tes-worker execution.process', 'tes-worker execution.publish_later']);
+  expect(chain.at(-1)).toBe('tes-gateway POST /tools/{tool}');
+  expect(chain.at(-2)).toBe('tes-gateway execution.submit');
+  // a message span per pass (the first run, then each re-check), and the step's span in each
+  expect(trace.filter((s) => s.name === 'execution.process').length).toBeGreaterThanOrEqual(2);
+  expect(trace.filter((s) => s.name === 'execution.step').length).toBeGreaterThanOrEqual(2);
+  expect(trace.filter((s) => !s.parentSpanId)).toHaveLength(1);
 }, 90_000);
