@@ -196,4 +196,20 @@ test('every service image carries the OCI labels: its title and description, the
       .map((x) => x.args.split('=')[0]);
     expect([target, ['NODE_IMAGE', 'VERSION', 'REVISION', 'CREATED'].filter((a) => !args.includes(a))]).toEqual([target, []]);
   }
+  // REVISION and CREATED change on every release build: no RUN (apt-get) may follow their ARG or
+  // the labels in a target's chain, or each release build reinstalls the programs
+  for (const target of SERVICES) {
+    const body = effective(df, target).body;
+    const first = body.findIndex(
+      (x) => (x.op === 'ARG' && /^(REVISION|CREATED)\b/.test(x.args)) || (x.op === 'LABEL' && /\$\{(REVISION|CREATED)\}/.test(x.args)),
+    );
+    expect([
+      target,
+      first >= 0 &&
+        body
+          .slice(first)
+          .filter((x) => x.op === 'RUN')
+          .map((x) => x.args),
+    ]).toEqual([target, []]);
+  }
 });
