@@ -223,15 +223,20 @@ export async function getExecutionWithSteps(db: Knex, projectId: string, id: str
   const res = await prepared<{ rows: (ExecutionRow & { steps: StepRow[]; version: string })[] }>(
     db,
     'tes_execution_poll',
+    // one pass over the execution's steps (its primary key) for both the steps and the version
     `SELECT ${POLL_COLUMNS},
-            coalesce((SELECT json_agg(json_build_object(
-                        'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
-                        'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
-                        'error_code', s.error_code, 'attempts', s.attempts, 'started_at', ${utcIso('s.started_at')},
-                        'finished_at', ${utcIso('s.finished_at')}) ORDER BY s.index)
-                        FROM execution_steps s WHERE s.execution_id = e.id AND s.project_id = e.project_id), '[]'::json) AS steps,
-            GREATEST(e.change_seq, coalesce((SELECT max(s.change_seq) FROM execution_steps s WHERE s.execution_id = e.id), 0)) AS version
-       FROM executions e WHERE e.id = :id AND e.project_id = :projectId`,
+            coalesce(s.steps, '[]'::json) AS steps, GREATEST(e.change_seq, coalesce(s.version, 0)) AS version
+       FROM executions e
+       LEFT JOIN LATERAL (
+         SELECT json_agg(json_build_object(
+                  'execution_id', s.execution_id, 'index', s.index, 'name', s.name, 'status', s.status,
+                  'cost_micros', s.cost_micros, 'external_ref', s.external_ref, 'checkpoint', s.checkpoint,
+                  'error_code', s.error_code, 'attempts', s.attempts, 'started_at', ${utcIso('s.started_at')},
+                  'finished_at', ${utcIso('s.finished_at')}) ORDER BY s.index) FILTER (WHERE s.project_id = e.project_id) AS steps,
+                max(s.change_seq) AS version
+           FROM execution_steps s WHERE s.execution_id = e.id
+       ) s ON true
+      WHERE e.id = :id AND e.project_id = :projectId`,
     { id, projectId },
   );
   const row = res.rows[0];
