@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { readYaml, REPO } from './kustomize';
-import { checkPromQL, metricCatalog, type MetricInfo, type Selector } from './promql';
+import { checkPromQL, metricCatalog, REPLICATED_GAUGES, type MetricInfo, type Selector } from './promql';
 
 /**
  * The Grafana dashboard and the PrometheusRule alerts: every PromQL expression names metrics,
@@ -134,6 +134,79 @@ describe('Grafana dashboard', () => {
       const r = spawnSync('promtool', ['check', 'rules', 'queries.yaml'], { cwd: dir, encoding: 'utf8' });
       if (r.error) throw new Error(`promtool is not installed (apt-get install prometheus): ${r.error.message}`);
       expect(`${r.stdout}${r.stderr}`).toContain(`SUCCESS: ${rules.length} rules found`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a gauge every relay exports is reduced per namespace first: several namespaces selected give one line each, or their sum', () => {
+    const vars: Json[] = dashboard.templating.list;
+    expect(vars.find((v) => v.name === 'namespace')).toMatchObject({ multi: true, includeAll: true });
+    const problems: string[] = [];
+    for (const { panel, expr } of exprs()) {
+      for (const g of REPLICATED_GAUGES) {
+        if (!new RegExp(`\\b${g}\\b`).test(expr)) continue;
+        const perNamespace = new RegExp(`(max|min) by \\(([^)]*\\b)?namespace\\b[^)]*\\) \\(${g}\\b`).test(expr);
+        // a stat may show the worst namespace (lag, audit) as max()/min() over them all
+        const worstOf = panel.type === 'stat' && new RegExp(`^(max|min)\\(${g}\\{`).test(expr);
+        if (!perNamespace && !worstOf) problems.push(`${panel.title}: ${expr}`);
+      }
+    }
+    expect(problems).toEqual([]);
+    // amounts and counts add up across namespaces; the worst-of form is only for lag and the audit
+    for (const g of ['tes_reserved_micros_outstanding', 'tes_needs_review_executions']) {
+      for (const { panel, expr } of exprs().filter((x) => x.expr.includes(g))) {
+        expect([panel.title, expr]).toEqual([
+          panel.title,
+          panel.type === 'stat' ? expect.stringMatching(/^sum\(max by \(namespace\) \(/) : expect.stringMatching(/^max by \(namespace\) \(/),
+        ]);
+      }
+    }
+  });
+
+  test('with two namespaces of two relays each, money reserved and needs_review add up per namespace (promtool test rules)', () => {
+    const money = exprs().filter(({ expr }) => /tes_reserved_micros_outstanding|tes_needs_review_executions/.test(expr));
+    expect(money.length).toBe(4);
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'tes-dashboard-ns-'));
+    try {
+      writeFileSync(path.join(dir, 'empty.yaml'), stringify({ groups: [] }));
+      // every relay of a namespace reports the same value (read from that namespace's database)
+      const input_series = [
+        ['a', 'relay-1', 5_000_000, 2],
+        ['a', 'relay-2', 5_000_000, 2],
+        ['b', 'relay-1', 3_000_000, 1],
+        ['b', 'relay-2', 3_000_000, 1],
+        ['c', 'relay-1', 9_000_000, 7], // not selected
+      ].flatMap(([ns, pod, micros, review]) => [
+        { series: `tes_reserved_micros_outstanding{namespace="${ns}",pod="${pod}",service="relay"}`, values: `${micros}x5` },
+        { series: `tes_needs_review_executions{namespace="${ns}",pod="${pod}",service="relay"}`, values: `${review}x5` },
+      ]);
+      const expected = (panel: Json, expr: string) => {
+        const reserved = expr.includes('tes_reserved_micros_outstanding');
+        const [a, b] = reserved ? [5, 3] : [2, 1];
+        return panel.type === 'stat'
+          ? [{ labels: '{}', value: a + b }]
+          : [
+              { labels: '{namespace="a"}', value: a },
+              { labels: '{namespace="b"}', value: b },
+            ];
+      };
+      const tests = [
+        {
+          interval: '1m',
+          input_series,
+          promql_expr_test: money.map(({ panel, expr }) => ({
+            // Grafana writes a multi-value selection into =~ as (a|b)
+            expr: expr.replaceAll('$namespace', '(a|b)'),
+            eval_time: '2m',
+            exp_samples: expected(panel, expr),
+          })),
+        },
+      ];
+      writeFileSync(path.join(dir, 'test.yaml'), stringify({ rule_files: ['empty.yaml'], evaluation_interval: '1m', tests }));
+      const r = spawnSync('promtool', ['test', 'rules', 'test.yaml'], { cwd: dir, encoding: 'utf8' });
+      if (r.error) throw new Error(`promtool is not installed (apt-get install prometheus): ${r.error.message}`);
+      expect([r.status, `${r.stdout}${r.stderr}`]).toEqual([0, expect.stringContaining('SUCCESS')]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

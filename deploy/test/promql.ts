@@ -65,7 +65,7 @@ const FUNCTIONS = new Set([
 ]);
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'inf', 'nan']);
 /** Gauges every relay replica exports with the same value: summing them double-counts. */
-const REPLICATED_GAUGES = new Set([
+export const REPLICATED_GAUGES = new Set([
   'tes_outbox_lag_seconds',
   'tes_queue_depth',
   'tes_queue_consumers',
