@@ -69,7 +69,10 @@ export class AccessLog {
       const a = answered.get(res);
       const route = a?.route ?? UNMATCHED;
       const status = res.statusCode;
-      this.child(req.method, route, status).observe(seconds);
+      const finished = res.writableFinished;
+      // as before the access log: an answer the client did not wait for (an event stream it
+      // closed, a wait it gave up) is not a latency; it is still logged, marked aborted
+      if (finished) this.child(req.method, route, status).observe(seconds);
       if (status < 400 && this.sample < 1 && !(Math.random() < this.sample)) return;
       const level = status >= 500 ? 'error' : 'info';
       if (!this.logger.isLevelEnabled(level)) return;
@@ -85,7 +88,7 @@ export class AccessLog {
         bytesSent: socket.bytesWritten - writtenBefore,
         errorCode: a?.errorCode,
         // the client went away before the answer was complete
-        aborted: res.writableFinished ? undefined : true,
+        aborted: finished ? undefined : true,
       });
     };
     res.once('finish', end);
