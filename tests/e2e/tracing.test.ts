@@ -209,6 +209,17 @@ test('a submit is one trace: gateway request → submit → outbox publish → w
   expect(children('s3.put')[0]!.attrs['tes.artifact.format']).toBe('png');
   expect(settle.attrs['tes.charged_micros']).toBe(submitted.reservedMicros);
 
+  // every answered request is named by its route template (the polls above, a 401)
+  await call('GET', '/tools/executions/exe_unknown', 'tes_not_a_key');
+  for (const [route, status] of [
+    ['GET /tools/executions/{id}', 200],
+    ['GET /tools/executions/{id}', 401],
+  ] as const) {
+    await eventually(`no ${route} ${status} server span`, () =>
+      receiver.spans.find((s) => s.name === route && s.kind === SPAN_KIND.SERVER && s.attrs['http.response.status_code'] === status),
+    );
+  }
+
   // JSON, as the http exporter sends it; and no secret reached a span
   expect([...receiver.contentTypes]).toEqual(['application/json']);
   expect(JSON.stringify(receiver.spans)).not.toContain(p.secret);

@@ -147,26 +147,29 @@ export function withMessageSpan<T>(name: string, headers: Record<string, unknown
 }
 
 /**
- * An Express middleware body for the HTTP server span: a SERVER span per request, named by
- * its method until a route names it (httpRoute), ended on the response's `close` with its
- * status. Installed only when tracing is on, so a gateway without it pays nothing.
+ * An Express middleware body for the HTTP server span: a SERVER span per request, ended on the
+ * response's `close` with its status and named `METHOD /route/{template}` by what `route`
+ * returns then (the method alone for a path no route matched). Installed only when tracing is
+ * on, so a gateway without it pays nothing.
  */
-export function serverSpan(req: { method: string }, res: { statusCode: number; once(event: 'close', cb: () => void): unknown }, next: () => void): void {
+export function serverSpan(
+  req: { method: string },
+  res: { statusCode: number; once(event: 'close', cb: () => void): unknown },
+  next: () => void,
+  route: () => string | undefined = () => undefined,
+): void {
   const tracer = active;
   if (tracer === undefined) return next();
   const span = tracer.startSpan(req.method, { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method } });
   res.once('close', () => {
+    const template = route();
+    if (template !== undefined) {
+      span.updateName(`${req.method} ${template}`);
+      span.setAttribute('http.route', template);
+    }
     span.setAttribute('http.response.status_code', res.statusCode);
     if (res.statusCode >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();
   });
   context.with(trace.setSpan(context.active(), span), next);
-}
-
-/** Names the request's server span after the route it matched (`POST /tools/{tool}`). */
-export function httpRoute(method: string, template: string): void {
-  if (active === undefined) return;
-  const span = trace.getActiveSpan();
-  span?.updateName(`${method} ${template}`);
-  span?.setAttribute('http.route', template);
 }

@@ -23,6 +23,11 @@ export function markRoute(res: Response, route: string): void {
   else answered.set(res, { route });
 }
 
+/** The route template the request matched, if it matched one (the trace's server span is named by it). */
+export function routeOf(res: Response): string | undefined {
+  return answered.get(res)?.route;
+}
+
 /** Records the error code the answer carries. */
 export function markError(res: Response, code: string): void {
   const a = answered.get(res);

@@ -4,7 +4,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError, isAppError } from '@tes/core';
 import { isConnectionError, isRetryableTransactionError } from '@tes/db';
-import { AccessLog, markError } from './access-log';
+import { AccessLog, markError, routeOf } from './access-log';
 import type { GatewayDeps } from './context';
 import { httpFor } from './errors';
 import { mountRoutes } from './mount-routes';
@@ -27,7 +27,7 @@ export function createApp(deps: GatewayDeps): express.Express {
   app.set('trust proxy', deps.config.trustProxy);
 
   // An HTTP server span per request, installed only when tracing is on (libs/tracing).
-  if (tracingOn()) app.use(serverSpan);
+  if (tracingOn()) app.use((req: Request, res: Response, next: NextFunction) => serverSpan(req, res, next, () => routeOf(res)));
 
   // Every response, errors and unknown paths included, is uncacheable, carries a request id and
   // is counted and logged (access-log.ts).

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import { AppError, canonicalJson, isAppError, isTerminal, newId, sha256Hex } from '@tes/core';
 import { findBindingSettled, getSteps, submitExecution, type ExecutionRecord, type ExecutionView, type SubmitResult } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
-import { currentTraceparent, httpRoute, withSpan } from '@tes/tracing';
+import { currentTraceparent, withSpan } from '@tes/tracing';
 import type { AuthContext, GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import { sendJson } from '../respond';
@@ -35,7 +35,6 @@ export function submitExecutionRoute(deps: GatewayDeps): KeyRoute<SubmitBody> {
       if (!operation.headerConforms(IDEMPOTENCY_KEY_HEADER, key)) throw new AppError('idempotency_key_invalid');
     },
     handle: async ({ req, res, auth, body }) => {
-      httpRoute('POST', '/tools/{tool}');
       const pathTool = req.params.tool as string;
       if (body.tool !== pathTool) throw new AppError('tool_mismatch', 'tool_mismatch', { details: { pathTool, bodyTool: body.tool } });
       const key = req.get(IDEMPOTENCY_KEY_HEADER)!; // present and well-formed: precheck
