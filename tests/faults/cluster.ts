@@ -45,7 +45,9 @@ const MAIN: Record<ServiceName, string> = {
   relay: 'services/relay/dist/main.js',
 };
 /** Every package whose dist/ the three services load. */
-const BUILT = ['core', 'config', 'observability', 'db', 'messaging', 'storage', 'catalog', 'tracing'].map((l) => `libs/${l}`).concat(SERVICES.map((s) => `services/${s}`));
+const BUILT = ['core', 'config', 'observability', 'db', 'messaging', 'storage', 'catalog', 'tracing']
+  .map((l) => `libs/${l}`)
+  .concat(SERVICES.map((s) => `services/${s}`));
 
 function newestSource(dir: string): { file: string; mtimeMs: number } {
   let best = { file: '', mtimeMs: 0 };
