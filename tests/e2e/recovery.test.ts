@@ -25,9 +25,12 @@ it('an accepted execution whose message was lost is published by the relay and c
   const id = await submit(p.secret, 'lost-message-1', { seconds: 0, steps: 1, costMicrosPerStep: 250 }, 250);
   // wait for the gateway's own publish to be confirmed and marked, then lose the message:
   // purge the queue and mark the outbox row unsent, as if the gateway died before publishing.
-  for (let i = 0; i < 50; i++) {
+  // (bounded by the dispatcher's 10 s confirm timeout and its retry; a busy machine needs seconds)
+  const publishedBy = Date.now() + 30_000;
+  for (;;) {
     const row = await stack.db('outbox').where({ execution_id: id }).first();
     if (row?.published_at) break;
+    if (Date.now() > publishedBy) throw new Error(`the gateway did not publish ${id} within 30 s`);
     await new Promise((r) => setTimeout(r, 50));
   }
   const amqp = new AmqpClient({ url: stack.config.amqpUrl, logger: stack.logger, name: 'test-purge' });
