@@ -208,6 +208,8 @@ it('a node of three crashes, then another is stopped, under load: nothing lost, 
   const moves = Object.fromEntries(SERVICES.map((s) => [s, connections(c, r, s)]));
   const window = (from: string, to: string) => [marks.find((m) => m.phase === from)!.at, marks.find((m) => m.phase === to)!.at] as const;
   const outages = { a: window('a down (SIGKILL)', 'between'), b: window('b down (stop)', 'after') };
+  // while the node was down: from its loss until the test started it again
+  const down = { a: window('a down (SIGKILL)', 'a rejoining'), b: window('b down (stop)', 'b rejoining') };
   const notReadyMs = Object.fromEntries(
     SERVICES.map((s) => [
       s,
@@ -267,11 +269,20 @@ it('a node of three crashes, then another is stopped, under load: nothing lost, 
   for (const s of SERVICES) {
     expect(c.process(s)).toBe(before[s]); // never restarted: it reconnected by itself
     expect(before[s].exited).toBeUndefined();
-    // it moved to another node while a was out (not after a came back)
+    // it was connected to another node again while a was down (not once a was back: a
+    // topology that cannot be declared without a, a classic queue on it, would do that)
     const xs = moves[s]!;
-    expect(xs.some((x) => x.at >= outages.a[0] && x.at <= outages.a[1] && x.node !== 'a')).toBe(true);
-    // and if it was on b when b stopped, it moved on while b was out
-    const onB = xs.filter((x) => x.at < outages.b[0]).pop()?.node === 'b';
-    if (onB) expect(xs.some((x) => x.at >= outages.b[0] && x.at <= outages.b[1] && x.node !== 'b')).toBe(true);
+    expect({ service: s, movedWhileAWasDown: xs.some((x) => x.at >= down.a[0] && x.at < down.a[1] && x.node !== 'a') }).toEqual({
+      service: s,
+      movedWhileAWasDown: true,
+    });
+    // and if it was on b when b stopped, it moved on while b was down
+    const onB = xs.filter((x) => x.at < down.b[0]).pop()?.node === 'b';
+    if (onB) {
+      expect({ service: s, movedWhileBWasDown: xs.some((x) => x.at >= down.b[0] && x.at < down.b[1] && x.node !== 'b') }).toEqual({
+        service: s,
+        movedWhileBWasDown: true,
+      });
+    }
   }
 }, 600_000);

@@ -17,17 +17,12 @@ import { must, run, type Ran } from './private-infra';
  * Hazard: never the machine's default node (5672, `rabbit@<host>`): every command here names
  * one of this cluster's nodes (`rabbitmqctl -n`), and destroy() stops them all (SIGKILL as a
  * last resort) and removes the folder, on failure too. The nodes are detached daemons: a test
- * process killed outright leaves them running (`pkill -f tesclu` style cleanup is then by
- * hand; their folders are /tmp/tes-faults-rmqc-*).
+ * process killed outright leaves them running (stop them by their pid files,
+ * node.pid in each node folder under /tmp/tes-faults-rmqc-…; see tests/faults/README.md).
  */
 const BIN = '/usr/lib/rabbitmq/bin';
 /** rabbitmqctl boots an Erlang VM per call (≈1 s of CPU): bounded, for a machine under load. */
 const CTL_TIMEOUT_MS = 120_000;
-
-export interface NodeState {
-  name: string;
-  running: boolean;
-}
 
 export class RabbitNode {
   /** The VM's OS pid while it runs (read from its pid file). */
