@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { ArtifactIntegrityError, parseRetryAfter, TesError, TesNetworkError } from './errors';
+import { ArtifactIntegrityError, markSubmitError, parseRetryAfter, TesError, TesNetworkError } from './errors';
 import { isValidIdempotencyKey } from './idempotency';
 import { DEFAULT_RETRY, Transport, backoffMs, sleep, type FetchLike, type RetryOptions } from './http';
 import { detectMimeType } from './media';
@@ -109,19 +109,24 @@ export class TesClient {
   /**
    * POST /tools/{tool}: reserves the quoted maximum. Lost connections and 5xx are resent
    * with the same key and body (the gateway replays the original execution); the money
-   * 429s are thrown at once.
+   * 429s are thrown at once. A TesError thrown carries the key (`idempotencyKey`) and
+   * `mayHaveBeenAccepted`: when true, submit again with the same key, never a new one.
    */
   async submit<T extends string>(tool: CheckedToolName<T>, args: ToolArguments<T>, options: SubmitOptions): Promise<SubmitResult> {
     if (!isValidIdempotencyKey(options.idempotencyKey)) {
       throw new TypeError('idempotencyKey must be 8-128 of letters, digits, ".", "_", ":" or "-"');
     }
     const body = { tool, arguments: args, priceVersion: options.priceVersion, maximumChargeMicros: options.maximumChargeMicros };
-    const res = await this.http.request<Envelope<Execution>>('POST', `/tools/${encodeURIComponent(tool)}`, {
-      body,
-      headers: { 'Idempotency-Key': options.idempotencyKey },
-      signal: options.signal,
-      waitSeconds: options.waitSeconds,
-    });
+    const res = await this.http
+      .request<Envelope<Execution>>('POST', `/tools/${encodeURIComponent(tool)}`, {
+        body,
+        headers: { 'Idempotency-Key': options.idempotencyKey },
+        signal: options.signal,
+        waitSeconds: options.waitSeconds,
+      })
+      .catch((err: unknown) => {
+        throw markSubmitError(err, options.idempotencyKey);
+      });
     return {
       execution: res.body.data,
       replayed: res.headers.get('idempotent-replayed') === 'true',

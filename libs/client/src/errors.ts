@@ -52,6 +52,19 @@ export class TesError extends Error {
   readonly code: string;
   /** Set by run() on errors after the submit was accepted: that execution exists and may be charged. */
   executionId: string | undefined;
+  /**
+   * The Idempotency-Key of the paid submit this error belongs to (set by submit() and run(),
+   * run's generated key included). Submitting the same tool, arguments and quote again with this
+   * key is always safe: the gateway answers with the execution the key made, if any, and never
+   * reserves twice. A new key (a plain rerun) can pay twice.
+   */
+  idempotencyKey: string | undefined;
+  /**
+   * True when the submit got no definite answer: no answer after every resend, a 5xx, a timeout
+   * or an abort while it was sent, an answer that was not JSON. An execution may then exist and
+   * hold money without `executionId` naming it: resend with `idempotencyKey` to learn which.
+   */
+  mayHaveBeenAccepted = false;
   constructor(code: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
@@ -189,6 +202,23 @@ export class TesAbortError extends TesError {
     super('aborted', executionId ? `aborted while waiting for ${executionId}; the execution continues on the server` : 'aborted', { cause });
     this.executionId = executionId;
   }
+}
+
+/**
+ * Marks an error a submit sent with `idempotencyKey` ended in: the key, and whether the submit
+ * may still have been accepted. Only the gateway's refusal says it was not: a 4xx or 503
+ * execution_disabled, which it answers only after finding no execution bound to the key (a
+ * resend of an accepted submit is answered with that execution instead). A 429
+ * rate_limit_exceeded comes before that lookup: after an earlier send lost its answer, the
+ * submit may have been accepted.
+ */
+export function markSubmitError<E>(err: E, idempotencyKey: string): E {
+  if (!(err instanceof TesError)) return err;
+  err.idempotencyKey ??= idempotencyKey;
+  if (err.executionId === undefined) {
+    err.mayHaveBeenAccepted = !(err instanceof TesApiError) || (err.status >= 500 && err.code !== 'execution_disabled') || err.code === 'rate_limit_exceeded';
+  }
+  return err;
 }
 
 type ApiErrorClass = new (init: ApiErrorInit) => TesApiError;

@@ -1,4 +1,4 @@
-import { ExecutionUnsuccessfulError, QuoteAboveMaximumError, TesAbortError, TesError } from './errors';
+import { ExecutionUnsuccessfulError, markSubmitError, QuoteAboveMaximumError, TesAbortError, TesError } from './errors';
 import { DEFAULT_FIRST_EVENT_TIMEOUT_MS, RUN_STRATEGIES, WAIT_SECONDS, followExecution, type FollowClient, type RunStrategy } from './follow';
 import { newIdempotencyKey } from './idempotency';
 import type { Artifact, Download, Execution, Quote, SubmitOptions, SubmitResult, ToolArguments } from './types';
@@ -32,7 +32,12 @@ export interface RunOptions {
   maximumChargeMicros?: number;
   /** A quote already shown to the user: submitted as is instead of quoting again. */
   quote?: Quote;
-  /** Use this key instead of a generated one (to resume a run whose caller crashed after submitting). */
+  /**
+   * Use this key instead of a generated one: to resume a run whose caller crashed after
+   * submitting, or to resend after an error with `mayHaveBeenAccepted` (pass its
+   * `idempotencyKey`, with the same tool, arguments and quote): the gateway answers with the
+   * execution that key made, if any, instead of reserving again.
+   */
   idempotencyKey?: string;
 }
 
@@ -58,6 +63,10 @@ export interface RunResult {
  *   (the transport resends the same bytes after a lost connection or a 5xx), so a run
  *   creates at most one execution and one reservation;
  * - the money 429s (insufficient_balance, monthly_cap_exceeded) are thrown after one send;
+ * - every error after the key was made carries it (`idempotencyKey`); one whose submit got no
+ *   definite answer after every resend (no answer, a 5xx, a timeout, an abort) says
+ *   `mayHaveBeenAccepted`: run again with `{ idempotencyKey: err.idempotencyKey }`, never
+ *   with a new key, or it can pay twice;
  * - then the execution is followed (follow.ts): a stream or a wait sends a request only when
  *   something changed or a wait ran out; polls are at least `pollIntervalMs` apart (5 s by
  *   default, service-spec §4) and wait longer when the gateway's Retry-After says so.
@@ -73,12 +82,13 @@ export async function runTool(client: RunClient, tool: string, args: ToolArgumen
   // Checked before anything is spent: a JavaScript caller's typo must not leave a paid execution unfollowed.
   if (!RUN_STRATEGIES.includes(strategy)) throw new TypeError(`strategy must be one of ${RUN_STRATEGIES.join(', ')}, got ${JSON.stringify(strategy)}`);
   let executionId: string | undefined;
+  let idempotencyKey: string | undefined;
   try {
     const quote = options.quote ?? (await client.quote(tool, args, signal));
     if (options.maximumChargeMicros !== undefined && quote.maximumChargeMicros > options.maximumChargeMicros) {
       throw new QuoteAboveMaximumError(quote.maximumChargeMicros, options.maximumChargeMicros);
     }
-    const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
+    idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
     const submitted = await client.submit(tool, args, {
       priceVersion: quote.priceVersion,
       maximumChargeMicros: quote.maximumChargeMicros,
@@ -104,12 +114,13 @@ export async function runTool(client: RunClient, tool: string, args: ToolArgumen
     }));
     return { execution, artifacts, quote, idempotencyKey, replayed: submitted.replayed };
   } catch (err) {
-    if (signal?.aborted && !(err instanceof TesError)) throw withExecution(new TesAbortError(executionId, err), executionId);
-    throw err instanceof TesError ? withExecution(err, executionId) : err;
+    const e = signal?.aborted && !(err instanceof TesError) ? new TesAbortError(executionId, err) : err;
+    throw e instanceof TesError ? withRun(e, executionId, idempotencyKey) : e;
   }
 }
 
-function withExecution<E extends TesError>(err: E, executionId: string | undefined): E {
+/** The execution and the key of this run on its error; before acceptance, whether the submit may have been accepted. */
+function withRun<E extends TesError>(err: E, executionId: string | undefined, idempotencyKey: string | undefined): E {
   if (executionId !== undefined && err.executionId === undefined) err.executionId = executionId;
-  return err;
+  return idempotencyKey === undefined ? err : markSubmitError(err, idempotencyKey);
 }

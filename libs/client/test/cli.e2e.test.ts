@@ -3,6 +3,8 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { projectBalance, useStack, waitForExecution } from '../../../tests/stack';
 import { TesClient } from '../src';
@@ -24,9 +26,9 @@ interface Ran {
   stderr: string;
 }
 
-function tes(args: string[], secret: string | undefined): Promise<Ran> {
+function tes(args: string[], secret: string | undefined, url = stack.baseUrl): Promise<Ran> {
   if (secret) secrets.push(secret);
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', TES_URL: stack.baseUrl };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', TES_URL: url };
   if (secret) env.TES_API_KEY = secret;
   return new Promise((resolve, reject) => {
     // stdin is not a terminal (a pipe closed at once): nobody can confirm a charge.
@@ -42,6 +44,48 @@ function tes(args: string[], secret: string | undefined): Promise<Ran> {
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/**
+ * An HTTP proxy in front of the gateway that forwards every request; for those `lose` picks it
+ * waits for the gateway's whole answer (the request was applied) and then drops the connection,
+ * so the client sees no answer. Returns its URL and what it saw as "METHOD path status|lost".
+ */
+async function losingProxy(lose: (req: IncomingMessage) => boolean): Promise<{ url: string; seen: string[]; close(): Promise<void> }> {
+  const upstream = new URL(stack.baseUrl);
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    const drop = lose(req);
+    const up = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host } },
+      (answer) => {
+        if (!drop) {
+          seen.push(`${req.method} ${req.url} ${answer.statusCode}`);
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+          return;
+        }
+        answer.resume();
+        answer.on('end', () => {
+          seen.push(`${req.method} ${req.url} lost`);
+          req.socket.destroy();
+        });
+      },
+    );
+    up.on('error', () => req.socket.destroy());
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 async function executionCount(projectId: string): Promise<number> {
@@ -213,6 +257,39 @@ describe('tes', () => {
     const { error } = JSON.parse(failed.stdout) as { error: { code: string; executionId: string; execution: { status: string; chargedMicros: number } } };
     expect(error).toMatchObject({ code: 'provider_error', executionId: expect.stringMatching(/^exe_/), execution: { status: 'failed', chargedMicros: 5 } });
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 5, reserved: 0 });
+  });
+
+  it('a submit whose every answer is lost: the error prints the key; the same command with --idempotency-key gets that execution, charged once', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const run = ['run', 'test.sleep', '--arg', 'seconds=0', '--arg', 'steps=2', '--arg', 'costMicrosPerStep=5', '--yes', '--out', join(dir, 'resend')];
+    const proxy = await losingProxy((req) => req.method === 'POST' && req.url === '/tools/test.sleep');
+    let failed: Ran;
+    try {
+      failed = await tes([...run, '--json'], p.secret, proxy.url);
+    } finally {
+      await proxy.close();
+    }
+    expect(failed.code).toBe(1);
+    expect(proxy.seen.filter((l) => l.startsWith('POST /tools/test.sleep'))).toEqual(Array(4).fill('POST /tools/test.sleep lost'));
+    const { error } = JSON.parse(failed.stdout) as { error: { code: string; idempotencyKey: string; mayHaveBeenAccepted: boolean } };
+    expect(error).toMatchObject({ code: 'network_error', mayHaveBeenAccepted: true, idempotencyKey: expect.stringMatching(/^tes-/) });
+    const key = error.idempotencyKey;
+    expect(failed.stderr).toContain(`tes run: cannot reach the service: POST /tools/test.sleep: no answer after 4 attempts`);
+    expect(failed.stderr).toContain(`\n  the request may have been accepted; resend with --idempotency-key ${key}\n`);
+    // the first send was applied: one execution holds the reservation
+    expect(await executionCount(p.projectId)).toBe(1);
+
+    const again = await tes([...run, '--idempotency-key', key, '--json'], p.secret);
+    expect(again.code).toBe(0);
+    const { execution } = JSON.parse(again.stdout) as { execution: { id: string; status: string; chargedMicros: number } };
+    expect(execution).toMatchObject({ status: 'succeeded', chargedMicros: 10 });
+    const row = await stack.db('executions').where({ project_id: p.projectId }).first();
+    expect([row.id, row.idempotency_key]).toEqual([execution.id, key]);
+    expect(await executionCount(p.projectId)).toBe(1);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 10, reserved: 0 });
+
+    const bad = await tes([...run, '--idempotency-key', 'no spaces'], p.secret);
+    expect([bad.code, bad.stderr]).toEqual([2, expect.stringContaining('--idempotency-key must be 8-128 of letters')]);
   });
 
   it('monthly cap: in words, with what the execution needs and what the cap leaves', async () => {

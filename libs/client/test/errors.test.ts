@@ -19,9 +19,12 @@ import {
   PriceVersionMismatchError,
   RateLimitedError,
   ServiceUnavailableError,
+  TesAbortError,
   TesApiError,
   TesError,
+  TesNetworkError,
   errorFromResponse,
+  markSubmitError,
   parseRetryAfter,
   type Execution,
 } from '../src';
@@ -101,6 +104,28 @@ describe('error codes', () => {
     expect(err.name).toBe(EXPECTED[code].name);
     // Only 5xx other than execution_disabled are resent as they are.
     expect(err.retryable).toBe(http >= 500 && code !== 'execution_disabled');
+    // A submit ending in it may have been accepted unless the gateway refused after finding no
+    // execution bound to the key (every 4xx but the rate limit, which comes before that lookup)
+    expect([err.idempotencyKey, err.mayHaveBeenAccepted]).toEqual([undefined, false]);
+    markSubmitError(err, 'key-12345');
+    expect([err.idempotencyKey, err.mayHaveBeenAccepted]).toEqual([
+      'key-12345',
+      (http >= 500 && code !== 'execution_disabled') || code === 'rate_limit_exceeded',
+    ]);
+  });
+
+  it('a submit without a definite answer (no answer, an abort, an answer that is not JSON) may have been accepted; one that named its execution is known', () => {
+    for (const err of [
+      new TesNetworkError('no answer'),
+      new TesAbortError(undefined, new Error('x')),
+      new TesError('invalid_response', 'HTTP 202 without JSON'),
+    ]) {
+      expect([err.code, markSubmitError(err, 'key-12345').mayHaveBeenAccepted, err.idempotencyKey]).toEqual([err.code, true, 'key-12345']);
+    }
+    const after = new TesAbortError('exe_1', new Error('x'));
+    expect([markSubmitError(after, 'key-12345').mayHaveBeenAccepted, after.idempotencyKey]).toEqual([false, 'key-12345']);
+    const other = new TypeError('not ours');
+    expect(markSubmitError(other, 'key-12345')).toBe(other);
   });
 });
 

@@ -13,6 +13,7 @@ import {
   NotFoundError,
   TesAbortError,
   TesClient,
+  TesNetworkError,
   isValidIdempotencyKey,
   type Execution,
   type FetchLike,
@@ -164,6 +165,41 @@ describe('run', () => {
     expect(submits[1]!.body).toBe(submits[0]!.body);
     expect(await executionCount(p.projectId)).toBe(1);
     expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 10, reserved: 0 });
+  });
+
+  it('every answer to the submit lost: the error carries the generated key; run again with it gives the same execution, charged once', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const args = { seconds: 0, steps: 2, costMicrosPerStep: 5 };
+    const { fetch: f, sent } = recordingFetch((s) => s.method === 'POST' && s.path === '/tools/test.sleep');
+    const err = await client(p.secret, f)
+      .run('test.sleep', args)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(TesNetworkError);
+    const e = err as TesNetworkError;
+    const submits = sent.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep');
+    expect(submits.map((s) => s.status)).toEqual(['lost', 'lost', 'lost', 'lost']);
+    expect([e.mayHaveBeenAccepted, e.executionId]).toEqual([true, undefined]);
+    expect(isValidIdempotencyKey(e.idempotencyKey!)).toBe(true);
+    expect(new Set(submits.map((s) => s.idempotencyKey))).toEqual(new Set([e.idempotencyKey]));
+    // the first send was accepted: one execution, its maximum reserved
+    expect(await executionCount(p.projectId)).toBe(1);
+
+    const { fetch: g, sent: again } = recordingFetch();
+    const result = await client(p.secret, g).run('test.sleep', args, { idempotencyKey: e.idempotencyKey! });
+    expect(result).toMatchObject({ idempotencyKey: e.idempotencyKey, replayed: true, execution: { status: 'succeeded', chargedMicros: 10 } });
+    const resent = again.filter((s) => s.method === 'POST' && s.path === '/tools/test.sleep');
+    expect(resent.map((s) => s.body)).toEqual([submits[0]!.body]);
+    expect(await executionCount(p.projectId)).toBe(1);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 1_000_000 - 10, reserved: 0 });
+  });
+
+  it('a definite refusal of the submit carries the key but says it was not accepted', async () => {
+    const p = await stack.seed({ creditMicros: 9 });
+    const err = await client(p.secret)
+      .run('test.sleep', { seconds: 0, steps: 2, costMicrosPerStep: 5 }, { idempotencyKey: 'sdk-refused-1' })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InsufficientBalanceError);
+    expect([(err as InsufficientBalanceError).idempotencyKey, (err as InsufficientBalanceError).mayHaveBeenAccepted]).toEqual(['sdk-refused-1', false]);
   });
 
   it('insufficient balance: InsufficientBalanceError after exactly one submit, nothing reserved', async () => {

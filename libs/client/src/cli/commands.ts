@@ -5,6 +5,7 @@ import { createInterface } from 'node:readline/promises';
 import type { TesClient } from '../client';
 import { TesError } from '../errors';
 import { RUN_STRATEGIES, type RunStrategy } from '../follow';
+import { isValidIdempotencyKey } from '../idempotency';
 import type { RunArtifact } from '../run';
 import type { Artifact, Execution, ExecutionStatus, Quote, UploadedFile } from '../types';
 import { FINAL_STATUSES } from '../types';
@@ -210,6 +211,10 @@ function strategyOption(ctx: Context): RunStrategy {
 export async function runCommand(ctx: Context): Promise<void> {
   const tool = ctx.positionals[0]!;
   const strategy = strategyOption(ctx);
+  const idempotencyKey = str(ctx.values['idempotency-key']);
+  if (idempotencyKey !== undefined && !isValidIdempotencyKey(idempotencyKey)) {
+    throw new UsageError(`--idempotency-key must be 8-128 of letters, digits, ".", "_", ":" or "-", got ${JSON.stringify(idempotencyKey)}`);
+  }
   const args = await buildArguments(ctx);
   const quote = await ctx.client.quote(tool, args, ctx.io.signal);
   ctx.io.stderr.write(describeQuote(quote));
@@ -219,6 +224,7 @@ export async function runCommand(ctx: Context): Promise<void> {
     .run(tool, args, {
       quote,
       strategy,
+      ...(idempotencyKey ? { idempotencyKey } : {}),
       ...(view ? { onProgress: (e: Execution) => view.update(e) } : {}),
       ...(ctx.io.signal ? { signal: ctx.io.signal } : {}),
     })

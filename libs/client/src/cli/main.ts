@@ -59,15 +59,25 @@ const COMMANDS: Record<string, Command> = {
     run: commands.quoteCommand,
   },
   run: {
-    usage: 'tes run TOOL [--arg PATH=VALUE ...] [--file PATH=FILE ...] [--yes] [--out DIR] [--strategy auto|stream|wait|poll] [--json]',
+    usage: 'tes run TOOL [--arg PATH=VALUE ...] [--file PATH=FILE ...] [--yes] [--out DIR] [--strategy auto|stream|wait|poll] [--idempotency-key KEY] [--json]',
     summary: 'upload files, quote, confirm, run with progress, download the artifacts',
     details: [
       ...ARG_HELP,
       ['--yes, -y', 'run without asking (needed when stdin is not a terminal); up to the quoted maximum is reserved'],
       ['--out DIR', 'where the artifacts are saved, as <artifact id>.<format> (default: the current folder)'],
       ['--strategy S', 'how to follow the execution: auto (default: the event stream, else Prefer: wait, else polling), stream, wait or poll'],
+      [
+        '--idempotency-key KEY',
+        'submit with this key instead of a new one: after a failed run whose outcome is unknown, rerun the same command with the key its error printed; the service answers with the execution that key made instead of reserving again',
+      ],
     ],
-    options: { ...ARG, yes: { type: 'boolean', short: 'y' }, out: { type: 'string' }, strategy: { type: 'string' } },
+    options: {
+      ...ARG,
+      yes: { type: 'boolean', short: 'y' },
+      out: { type: 'string' },
+      strategy: { type: 'string' },
+      'idempotency-key': { type: 'string' },
+    },
     positionals: ['tool'],
     run: commands.runCommand,
   },
@@ -235,12 +245,20 @@ async function report(err: unknown, name: string, command: Command, json: boolea
     const lines = [`tes ${name}: ${first}`, ...more];
     if (err.executionId && !(err instanceof ExecutionUnsuccessfulError)) lines.push(`  execution ${err.executionId}: tes execution ${err.executionId}`);
     else if (err instanceof ExecutionUnsuccessfulError) lines.push(`  details: tes execution ${err.execution.id}`);
+    if (err.mayHaveBeenAccepted && err.idempotencyKey) {
+      lines.push(
+        `  the request may have been accepted; resend with --idempotency-key ${err.idempotencyKey}`,
+        '  (the same command with it answers with that execution, if there is one, and never reserves twice; without it a rerun can pay twice)',
+      );
+    }
     io.stderr.write(lines.join('\n') + '\n');
     if (json) {
       const error = {
         code: err.code,
         message: err.message,
         executionId: err.executionId,
+        idempotencyKey: err.idempotencyKey,
+        mayHaveBeenAccepted: err.mayHaveBeenAccepted,
         ...(api ? { status: api.status, errorStatus: api.errorStatus, details: api.details, requestId: api.requestId } : {}),
         ...(err instanceof ExecutionUnsuccessfulError ? { execution: err.execution } : {}),
       };
