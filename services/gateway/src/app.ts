@@ -5,6 +5,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { AppError, isAppError } from '@tes/core';
 import { isConnectionError, isRetryableTransactionError } from '@tes/db';
 import { AccessLog, markError, routeOf } from './access-log';
+import { consoleSite } from './console';
 import type { GatewayDeps } from './context';
 import { httpFor } from './errors';
 import { mountRoutes } from './mount-routes';
@@ -54,6 +55,8 @@ export function createApp(deps: GatewayDeps): express.Express {
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
   app.use('/docs/assets', docsAssets());
+  // The browser console (services/console's build), on this origin: no CORS, no key in a URL.
+  app.use('/console', consoleSite(deps.config));
 
   // Every request under /tools in one pass: its route, the key, the request rate, and only
   // then the body (tools-dispatch.ts).
