@@ -78,3 +78,45 @@ it('writes nothing when the lease is not held, or when the step is not running',
   expect(await db('executions').where({ id: e.id }).first()).toMatchObject({ status: 'running', charged_micros: 0 });
   expect(await db('artifacts').where({ execution_id: e.id })).toHaveLength(0);
 });
+
+it('writes nothing when another worker claims the expired lease while the statement waits for the row', async () => {
+  const e = await running('w1');
+  await db('executions')
+    .where({ id: e.id })
+    .update({ lease_expires_at: db.raw("now() - interval '1 second'") });
+  const trx = await db.transaction();
+  try {
+    expect(await claimExecution(trx, e.id, 'w2', 30_000)).not.toBeNull();
+    const pending = call(e, 'w1', 300);
+    // the statement reaches the row the claim holds, and waits for it (no fixed sleep)
+    for (let waiting = 0; waiting === 0;) {
+      const r = await db.raw<{ rows: { n: number }[] }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE execution_steps s%'`,
+      );
+      waiting = r.rows[0]!.n;
+      if (waiting === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await trx.commit();
+    expect(await pending).toBeNull();
+  } finally {
+    if (!trx.isCompleted()) await trx.rollback();
+  }
+  expect(await db('executions').where({ id: e.id }).first()).toMatchObject({ status: 'running', lease_owner: 'w2', charged_micros: 0 });
+  expect(await db('execution_steps').where({ execution_id: e.id })).toEqual([expect.objectContaining({ status: 'running' })]);
+  expect(await db('artifacts').where({ execution_id: e.id })).toHaveLength(0);
+  expect(await db('ledger_entries').where({ execution_id: e.id, kind: 'settle' })).toHaveLength(0);
+  expect(await getProject(db, e.projectId)).toMatchObject({ availableMicros: 9_000, reservedMicros: 1_000 });
+});
+
+it('settles once: a redelivered last step finds the execution ended and changes nothing; a charge above the reservation is cut to it', async () => {
+  const e = await running('w1');
+  expect(await call(e, 'w1', 5_000)).toMatchObject({ reservedMicros: 1_000, chargedMicros: 1_000 });
+  const journal = await db('ledger_entries').where({ execution_id: e.id, kind: 'settle' });
+  expect(journal.map((j: { amount_micros: number }) => j.amount_micros).sort((a, b) => a - b)).toEqual([-1_000, 0, 1_000]);
+  const entries = (await db('ledger_entries').where({ execution_id: e.id })).length;
+  // the same outcome again (a redelivery, a resend after a lost answer): nothing more is written
+  expect(await call(e, 'w1', 5_000)).toBeNull();
+  expect(await db('ledger_entries').where({ execution_id: e.id })).toHaveLength(entries);
+  expect(await db('artifacts').where({ execution_id: e.id })).toHaveLength(1);
+  expect(await getProject(db, e.projectId)).toMatchObject({ availableMicros: 9_000, reservedMicros: 0 });
+});
