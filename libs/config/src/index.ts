@@ -133,6 +133,17 @@ export const DEFAULT_WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
   8 * HOUR,
 ];
 
+/**
+ * The nodes an AMQP_URL names: one URL, or a cluster's comma-separated, split only before a
+ * `scheme://` so a comma in a password survives (@tes/messaging's AmqpClient splits the same way).
+ */
+export function splitAmqpUrls(raw: string): string[] {
+  return raw
+    .split(/,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i)
+    .map((u) => u.trim())
+    .filter(Boolean);
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const problems: string[] = [];
 
@@ -201,11 +212,7 @@ export function loadConfig(env: Env = process.env): Config {
 
   /** AMQP_URL: one URL or several comma-separated (a cluster's nodes), each checked; kept as given, trimmed. */
   const amqpUrls = (name: string): string => {
-    const raw = str(name, DEFAULTS.AMQP_URL);
-    const urls = raw
-      .split(/,(?=\s*[a-z][a-z0-9+.-]*:\/\/)/i)
-      .map((u) => u.trim())
-      .filter(Boolean);
+    const urls = splitAmqpUrls(str(name, DEFAULTS.AMQP_URL));
     if (urls.length === 0) problems.push(`${name} names no URL`);
     for (const [i, u] of urls.entries()) {
       const which = urls.length > 1 ? `${name} (URL ${i + 1} of ${urls.length})` : name;

@@ -6,6 +6,7 @@
  * the only way out is lifecycle.finished, so no exit path leaves a child, an embedded
  * Postgres or the S3 port behind.
  */
+import { splitAmqpUrls } from '@tes/config';
 import { Services, type ServiceSpec } from './children';
 import { exampleText, fetchQuote } from './example';
 import { HELP } from './help';
@@ -59,8 +60,8 @@ async function run(lifecycle: Lifecycle): Promise<void> {
     ...SERVICES.map((s, i) => ({ port: mports[i]!, what: `METRICS_PORT${i ? ` + ${i}` : ''}, ${s} metrics` })),
   ]);
 
-  await checkRabbitMq(config.amqpUrl);
-  say.info(`RabbitMQ: reachable at ${redactUrl(config.amqpUrl)}`);
+  const reached = await checkRabbitMq(splitAmqpUrls(config.amqpUrl));
+  say.info(`RabbitMQ: reachable at ${redactUrl(reached)}`);
   lifecycle.check();
 
   const databaseUrl = await resolveDatabaseUrl(settings, lifecycle, (how) => died('embedded Postgres', how));

@@ -8,7 +8,21 @@ const UNREACHABLE = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETU
  * service would retry for 30 s and then exit with a less helpful message. A full AMQP
  * handshake (not just TCP) also catches a wrong user, password or vhost.
  */
-export async function checkRabbitMq(url: string): Promise<void> {
+export async function checkRabbitMq(urls: string[]): Promise<string> {
+  // a cluster's nodes (AMQP_URL comma-separated): one that answers is enough, as for the services
+  let failure: unknown;
+  for (const url of urls) {
+    try {
+      await checkOne(url);
+      return url;
+    } catch (err) {
+      failure = err;
+    }
+  }
+  throw failure;
+}
+
+async function checkOne(url: string): Promise<void> {
   let conn: amqp.ChannelModel;
   try {
     conn = await amqp.connect(url, { timeout: 5_000, clientProperties: { connection_name: 'tes-dev-check' } });
