@@ -12,7 +12,9 @@ import { bearer, projectBalance, useStack, waitForExecution } from '../stack';
 const stack = useStack({
   env: {
     DISPATCH_DEADLINE_MS: '1500',
-    LEASE_TTL_MS: '1500',
+    // long enough that a busy machine's late heartbeat does not lose a running lease (that is a
+    // crash, which spends an attempt), short enough that lost running work is found in seconds
+    LEASE_TTL_MS: '4000',
     WAIT_RECHECK_MS: '300',
     WORKER_CONCURRENCY: '2',
     OUTBOX_GRACE_MS: '300',
@@ -81,5 +83,5 @@ it('every accepted execution ends exactly once with the right charge after every
   // the hand-back spent no attempt: only crashes do
   expect((await stack.db('executions').whereIn('id', ids).max({ a: 'attempts' }).first())!.a).toBe(0);
   expect(stack.logs.text()).toContain('relay.execution.redispatched');
-  console.log(`broker amnesia: 8 executions ended ${recoverySeconds.toFixed(1)} s after the purges (dispatch deadline 1.5 s, lease TTL 1.5 s)`);
+  console.log(`broker amnesia: 8 executions ended ${recoverySeconds.toFixed(1)} s after the purges (dispatch deadline 1.5 s, lease TTL 4 s)`);
 });
