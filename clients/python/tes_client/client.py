@@ -21,7 +21,7 @@ from ._follow import (
     follow_execution,
 )
 from ._http import NO_DEADLINE, Deadline, RetryOptions, Transport
-from .errors import ExecutionUnsuccessfulError, QuoteAboveMaximumError, TesError, parse_retry_after
+from .errors import ExecutionUnsuccessfulError, QuoteAboveMaximumError, TesError, mark_submit_error, parse_retry_after
 from .events import DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, ExecutionEvents
 from .idempotency import is_valid_idempotency_key, new_idempotency_key
 from .media import detect_mime_type
@@ -140,7 +140,9 @@ class TesClient:
     ) -> SubmitResult:
         """POST /tools/{tool}: reserves the quoted maximum. Lost connections and 5xx are resent
         with the same key and body (the gateway replays the original execution); the money
-        429s are raised at once. ``wait_seconds`` (1-60) sends ``Prefer: wait``."""
+        429s are raised at once. ``wait_seconds`` (1-60) sends ``Prefer: wait``. A TesError
+        raised carries the key (``idempotency_key``) and ``may_have_been_accepted``: when true,
+        submit again with the same key, never a new one."""
         if not is_valid_idempotency_key(idempotency_key):
             raise ValueError('idempotency_key must be 8-128 of letters, digits, ".", "_", ":" or "-"')
         body = {
@@ -149,13 +151,17 @@ class TesClient:
             "priceVersion": price_version,
             "maximumChargeMicros": _check_micros("maximum_charge_micros", maximum_charge_micros),
         }
-        res = self._http.request(
-            "POST",
-            f"/tools/{_segment(tool)}",
-            body=body,
-            headers={"Idempotency-Key": idempotency_key},
-            wait_seconds=wait_seconds,
-        )
+        try:
+            res = self._http.request(
+                "POST",
+                f"/tools/{_segment(tool)}",
+                body=body,
+                headers={"Idempotency-Key": idempotency_key},
+                wait_seconds=wait_seconds,
+            )
+        except TesError as err:
+            mark_submit_error(err, idempotency_key)
+            raise
         return SubmitResult(
             execution=cast(Execution, res.body["data"]),
             replayed=res.headers.get("idempotent-replayed") == "true",
@@ -323,7 +329,11 @@ class TesClient:
         submit with ONE idempotency key (every resend after a lost connection or a 5xx carries
         the same key and body, so a run creates at most one execution and one reservation),
         follow the execution until it ends (``strategy``, as wait()), and return it with its
-        artifacts. The money 429s are raised after one send. Raises ExecutionUnsuccessfulError
+        artifacts. The money 429s are raised after one send. Every TesError raised after the
+        key was made carries it (``idempotency_key``); when the submit got no definite answer
+        (no answer after every resend, a 5xx) it says ``may_have_been_accepted``: call run()
+        again with ``idempotency_key=err.idempotency_key``, never with a new key, or it can pay
+        twice. Raises ExecutionUnsuccessfulError
         when it ends failed, cancelled or needs_review (do not rerun those: contact support).
         Only ``strategy="wait"`` sends ``Prefer: wait`` on the submit: the others want the
         answer at once, so the stream reports progress from the first moment."""
@@ -333,6 +343,7 @@ class TesClient:
             _check_micros("maximum_charge_micros", maximum_charge_micros)
         deadline = Deadline(timeout)
         execution_id: Optional[str] = None
+        key: Optional[str] = None
         try:
             q = quote if quote is not None else self.quote(tool, arguments)
             if maximum_charge_micros is not None and q["maximumChargeMicros"] > maximum_charge_micros:
@@ -358,6 +369,8 @@ class TesClient:
         except TesError as err:
             if execution_id is not None and err.execution_id is None:
                 err.execution_id = execution_id
+            if key is not None:
+                mark_submit_error(err, key)
             raise
 
     def _artifact(self, execution_id: str, a: Artifact) -> RunArtifact:

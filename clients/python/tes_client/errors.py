@@ -65,12 +65,23 @@ class TesError(Exception):
     code: str
     #: Set by run() on errors after the submit was accepted: that execution exists and may be charged.
     execution_id: Optional[str]
+    #: The Idempotency-Key of the paid submit this error belongs to (set by submit() and run(),
+    #: run's generated key included). Submitting the same tool, arguments and quote again with
+    #: this key is always safe: the gateway answers with the execution the key made, if any, and
+    #: never reserves twice. A new key (a plain rerun) can pay twice.
+    idempotency_key: Optional[str]
+    #: True when the submit got no definite answer: no answer after every resend, a 5xx, an
+    #: answer that was not JSON. An execution may then exist and hold money without
+    #: ``execution_id`` naming it: resend with ``idempotency_key`` to learn which.
+    may_have_been_accepted: bool
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.execution_id = None
+        self.idempotency_key = None
+        self.may_have_been_accepted = False
 
 
 class TesApiError(TesError):
@@ -227,6 +238,25 @@ class TesAbortError(TesError):
         )
         super().__init__("aborted", message)
         self.execution_id = execution_id
+
+
+def mark_submit_error(err: BaseException, idempotency_key: str) -> None:
+    """Marks an error a submit sent with ``idempotency_key`` ended in: the key, and whether the
+    submit may still have been accepted. Only the gateway's refusal says it was not: a 4xx or 503
+    execution_disabled, which it answers only after finding no execution bound to the key (a
+    resend of an accepted submit is answered with that execution instead). A 429
+    rate_limit_exceeded comes before that lookup: after an earlier send lost its answer, the
+    submit may have been accepted. Anything that is not a TesError is left alone."""
+    if not isinstance(err, TesError):
+        return
+    if err.idempotency_key is None:
+        err.idempotency_key = idempotency_key
+    if err.execution_id is None:
+        err.may_have_been_accepted = (
+            not isinstance(err, TesApiError)
+            or (err.status >= 500 and err.code != "execution_disabled")
+            or err.code == "rate_limit_exceeded"
+        )
 
 
 class HeaderLookup(Protocol):

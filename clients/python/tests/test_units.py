@@ -13,14 +13,18 @@ from tes_client import (
     RateLimitedError,
     ServiceUnavailableError,
     SseParser,
+    TesAbortError,
     TesApiError,
     TesClient,
+    TesError,
+    TesNetworkError,
     detect_mime_type,
     error_from_response,
     is_valid_idempotency_key,
     new_idempotency_key,
     parse_retry_after,
 )
+from tes_client.errors import mark_submit_error
 
 STREAM = (
     "\ufeffretry: 1000\n\n"
@@ -89,6 +93,30 @@ class ErrorMappingTest(unittest.TestCase):
         e = self.err(429, "RESOURCE_EXHAUSTED", "monthly_cap_exceeded")
         self.assertEqual(str(e), "monthly_cap_exceeded (HTTP 429, request req_1)")
         self.assertEqual(e.details, {"retryable": False})
+
+    def test_a_submit_may_have_been_accepted_unless_the_gateway_refused_it(self) -> None:
+        # the gateway answers a 4xx or 503 execution_disabled only after finding no execution
+        # bound to the key; the rate limit comes before that lookup
+        cases = [
+            (self.err(500, "INTERNAL", "internal_error"), True),
+            (self.err(503, "UNAVAILABLE", "service_unavailable"), True),
+            (error_from_response(502, None, {}), True),
+            (self.err(429, "RESOURCE_EXHAUSTED", "rate_limit_exceeded"), True),
+            (TesNetworkError("no answer"), True),
+            (TesError("invalid_response", "HTTP 202 without JSON"), True),
+            (self.err(503, "UNAVAILABLE", "execution_disabled"), False),
+            (self.err(429, "RESOURCE_EXHAUSTED", "insufficient_balance"), False),
+            (self.err(400, "FAILED_PRECONDITION", "price_version_mismatch"), False),
+            (self.err(409, "ALREADY_EXISTS", "idempotency_key_reused"), False),
+        ]
+        for err, accepted in cases:
+            self.assertEqual((err.idempotency_key, err.may_have_been_accepted), (None, False))
+            mark_submit_error(err, "key-12345")
+            self.assertEqual((err.code, err.idempotency_key, err.may_have_been_accepted), (err.code, "key-12345", accepted))
+        # one that names its accepted execution is known
+        named = TesAbortError("exe_1")
+        mark_submit_error(named, "key-12345")
+        self.assertEqual((named.idempotency_key, named.may_have_been_accepted), ("key-12345", False))
 
     def test_retry_after(self) -> None:
         self.assertEqual(parse_retry_after("5"), 5)
