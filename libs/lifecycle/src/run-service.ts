@@ -1,4 +1,4 @@
-import { createLogger, type Logger } from '@tes/observability';
+import { createLogger, flushLogs, type Logger } from '@tes/observability';
 import { ShutdownCoordinator } from './shutdown';
 import type { Stoppable } from './stop';
 
@@ -32,7 +32,9 @@ export function runService<C extends ServiceConfig>(
   }
   const logger = createLogger({ service, level: config.logLevel });
   const shutdown = new ShutdownCoordinator(logger, config.shutdownTimeoutMs);
-  return new Promise<number>((exit) => {
+  return new Promise<number>((resolve) => {
+    // main.ts exits as soon as this resolves: the shutdown's log lines reach stdout first
+    const exit = (code: number): void => void flushLogs().then(() => resolve(code));
     // A signal during the start ends the process at once, nothing drained: the parts are
     // registered only once the start has returned them.
     shutdown.installSignalHandlers(exit);
