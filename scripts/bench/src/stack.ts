@@ -110,7 +110,8 @@ export class ServiceStack {
         PORT: String(port),
         METRICS_PORT: String(metricsPort),
         NODE_OPTIONS: productionNodeOptions(name),
-        ...(name === 'gateway' ? { GATEWAY_PROCESSES: String(processes) } : {}),
+        // the gateway at info, as it ships: its access log (a line per request) is part of B1-B4's cost
+        ...(name === 'gateway' ? { GATEWAY_PROCESSES: String(processes), LOG_LEVEL: 'info' } : {}),
         ...env,
       },
       logDir: this.logDir,
