@@ -1,5 +1,5 @@
 import winston from 'winston';
-import { StdoutTransport } from './stdout-transport';
+import { stdoutTransport } from './stdout-transport';
 
 export type Logger = winston.Logger;
 
@@ -72,14 +72,14 @@ const redactFormat = winston.format((info) => {
 export interface LoggerOptions {
   service: string;
   level?: string;
-  /** Extra transports (tests capture records with one). Defaults to JSON lines on stdout (StdoutTransport). */
+  /** Extra transports (tests capture records with one). Defaults to JSON lines on stdout (stdoutTransport). */
   transports?: winston.transport[];
   silent?: boolean;
 }
 
 export function createLogger(options: LoggerOptions): Logger {
   const level = options.level ?? 'info';
-  const transports = options.transports ?? [new StdoutTransport(options.service)];
+  const transports = options.transports ?? [stdoutTransport(options.service)];
   // winston filters by level only at the transports, after every format ran: a record no
   // transport will write is dropped here, before redaction and serialisation cost anything
   const levels = winston.config.npm.levels;

@@ -7,7 +7,7 @@ const MESSAGE = Symbol.for('message');
 const MAX_BATCH_CHARS = 64 * 1024;
 
 /** Bytes of log text waiting for a blocked stdout before lines are dropped (and counted). */
-export const STDOUT_MAX_PENDING_BYTES = 8 * 1024 * 1024;
+const STDOUT_MAX_PENDING_BYTES = 8 * 1024 * 1024;
 
 /**
  * stdout as one non-blocking destination per process: fd 1 is a process-wide resource, so
@@ -133,7 +133,7 @@ function stdoutDestination(service: string): StdoutDestination {
  * and beyond its bound are dropped and counted; the count is logged (`logger.lines_dropped`)
  * once stdout moves again. At exit, what is buffered is written synchronously.
  */
-export class StdoutTransport extends Transport {
+class StdoutTransport extends Transport {
   constructor(private readonly service: string) {
     super();
   }
@@ -146,6 +146,11 @@ export class StdoutTransport extends Transport {
   override close(): void {
     shared?.flushSync();
   }
+}
+
+/** The default transport of createLogger (see StdoutTransport). */
+export function stdoutTransport(service: string): Transport {
+  return new StdoutTransport(service);
 }
 
 /**
