@@ -45,6 +45,8 @@ export interface Metrics {
   queueConsumers: Gauge<'queue'>;
   ledgerAuditOk: Gauge;
   settledMicros: Counter<'tool'>;
+  /** Micros of priced work not charged because the reservation was used up (the quote was too low). */
+  cappedMicros: Counter<'tool'>;
   executionFailures: Counter<'tool' | 'error_code'>;
   openStreams: Gauge;
   webhookAttempts: Counter<'outcome'>;
@@ -165,6 +167,12 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     settledMicros: new Counter({
       name: 'tes_settled_micros_total',
       help: 'Micro-USD charged at settlement, by tool',
+      labelNames: ['tool'],
+      registers: [registry],
+    }),
+    cappedMicros: new Counter({
+      name: 'tes_charge_capped_micros_total',
+      help: 'Micro-USD of priced work not charged because it exceeded what remained of the reservation (a quote below the real cost), by tool',
       labelNames: ['tool'],
       registers: [registry],
     }),

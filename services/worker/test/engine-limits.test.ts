@@ -3,9 +3,9 @@ import type { Knex } from 'knex';
 import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId } from '@tes/core';
 import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
-import { createMetrics, createNullLogger } from '@tes/observability';
+import { createLogger, createMetrics, createNullLogger, type Logger, type Metrics } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { CaptureTransport, createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import { GuardedHttp } from '@tes/outbound';
 import { runProgram } from '../src/programs';
@@ -58,15 +58,20 @@ const manySteps: ToolDefinition = {
 };
 
 /** An engine for one extra tool, on the test's database and S3; nothing waits or is deferred here. */
-function engineFor(tool: ToolDefinition, runner: AnyRunner, objectStore: ObjectStore, extra: { earlyAckAfterMs?: number } = {}): StepEngine {
+function engineFor(
+  tool: ToolDefinition,
+  runner: AnyRunner,
+  objectStore: ObjectStore,
+  extra: { earlyAckAfterMs?: number; logger?: Logger; metrics?: Metrics } = {},
+): StepEngine {
   return new StepEngine({
     ...extra,
     db,
     catalog: new Catalog({ enableTestTools: true, extraTools: [tool] }),
     store: objectStore,
     runners: { [tool.name]: runner },
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
+    logger: extra.logger ?? createNullLogger(),
+    metrics: extra.metrics ?? createMetrics('test', false),
     leaseTtlMs: 10_000,
     workerId: 'wrk_test',
     waitMs: 1_000,
@@ -113,6 +118,40 @@ it('the 21st step fails the execution with step_limit_exceeded, charging the 20 
   const steps = await getSteps(db, p.projectId, [id]);
   expect(steps).toHaveLength(20);
   expect(steps.every((s) => s.status === 'succeeded')).toBe(true);
+  expect((await auditLedger(db)).ok).toBe(true);
+});
+
+it('work priced past the reservation is not charged, and the missed revenue is counted and logged', async () => {
+  const twoSteps: ToolDefinition = { ...manySteps, name: 'test.two', plan: () => [0, 1].map((i) => ({ name: 'step', label: `s${i}`, billed: true })) };
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const { priceVersion } = await publishPrices(db, {
+    ...DEFAULT_PRICE_LIST,
+    tools: { ...DEFAULT_PRICE_LIST.tools, 'test.two': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } },
+  });
+  const id = newId('exe');
+  await submitExecution(db, {
+    id,
+    projectId: p.projectId,
+    apiKeyId: p.keyId,
+    tool: 'test.two',
+    model: 'sleep',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 2,
+    reservedMicros: 1_500, // a quote that was too low: two steps of 1,000 each
+    idempotencyKey: 'capped-1',
+    requestDigest: 'x',
+    dispatchDeadlineMs: 60_000,
+  });
+  const capture = new CaptureTransport();
+  const metrics = createMetrics('test', false);
+  const engine = engineFor(twoSteps, oneThousandPerStep, store, { logger: createLogger({ service: 't', transports: [capture] }), metrics });
+  expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+  expect(await getExecutionById(db, id)).toMatchObject({ status: 'succeeded', chargedMicros: 1_500 });
+  expect((await metrics.cappedMicros.get()).values).toEqual([expect.objectContaining({ labels: { tool: 'test.two' }, value: 500 })]);
+  const capped = capture.records.filter((r) => r.message === 'worker.step.cost_capped');
+  expect(capped).toEqual([expect.objectContaining({ executionId: id, tool: 'test.two', costMicros: 1_000, chargedMicros: 500 })]);
   expect((await auditLedger(db)).ok).toBe(true);
 });
 

@@ -121,6 +121,11 @@ function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResu
   const e = run.execution;
   const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments);
   const costMicros = Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous)));
+  if (costMicros < cost) {
+    // the customer is never charged past the reservation; the difference is revenue the quote missed
+    deps.metrics.cappedMicros.inc({ tool: e.tool }, cost - costMicros);
+    deps.logger.warn('worker.step.cost_capped', { executionId: e.id, tool: e.tool, step: name, units, costMicros: cost, chargedMicros: costMicros });
+  }
   annotate({ 'tes.step.units': units, 'tes.step.cost_micros': costMicros });
   return { ...rest, costMicros };
 }
