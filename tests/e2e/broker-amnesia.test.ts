@@ -52,9 +52,12 @@ it('every accepted execution ends exactly once with the right charge after every
     ids.push(res.body.data.id as string);
   }
   // two running (the worker's concurrency), six queued behind them
-  for (let i = 0; i < 100; i++) {
+  // (a worker that starts slowly on a busy machine may take seconds: wait, bounded, and say so)
+  const runningBy = Date.now() + 30_000;
+  for (;;) {
     const running = await stack.db('executions').whereIn('id', ids).where({ status: 'running' }).whereNotNull('lease_owner').count({ n: '*' }).first();
     if (Number(running!.n) >= 2) break;
+    if (Date.now() > runningBy) throw new Error('the worker did not start two executions within 30 s');
     await new Promise((r) => setTimeout(r, 50));
   }
   // a graceful stop hands the running ones back (re-sent through the delay queue) ...
