@@ -5,7 +5,7 @@
  */
 import type { Knex } from 'knex';
 import type { ExecutionStatus } from '@tes/core';
-import { iso } from '@tes/db';
+import { iso, type ProjectRecord } from '@tes/db';
 
 export interface OrganizationSummary {
   id: string;
@@ -23,16 +23,8 @@ export async function listOrganizations(db: Knex): Promise<OrganizationSummary[]
   return rows.rows.map((r) => ({ id: r.id, name: r.name, projects: r.projects, createdAt: iso(r.created_at)! }));
 }
 
-export interface ProjectSummary {
-  id: string;
-  organizationId: string;
-  organizationName: string;
-  name: string;
-  availableMicros: number;
-  reservedMicros: number;
-  monthlyCapMicros: number | null;
-  /** Charged in the current UTC month (what the cap is checked against). */
-  monthChargedMicros: number;
+/** A project as the gateway reads it (monthChargedMicros: this UTC month's charges, what the cap is checked against), and when it was made. */
+export interface ProjectSummary extends ProjectRecord {
   createdAt: string;
 }
 
