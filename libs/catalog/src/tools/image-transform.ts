@@ -51,10 +51,10 @@ function maxTransformUnits(a: ImageTransformArgs): number {
 
 /**
  * Output size of crop -> rotate -> resize for an upright input of `input` pixels, computed the
- * way sharp sizes its output (the worker's plannedOutput does the same to refuse an output
- * above the cap before paid work).
+ * way sharp sizes its output, a fractional side rounded up: the quote prices it, and the worker
+ * refuses an output above the cap with it before paid work (one function, so both agree).
  */
-function plannedOutput(input: { width: number; height: number }, a: ImageTransformArgs): { width: number; height: number } {
+export function imageTransformOutput(input: { width: number; height: number }, a: ImageTransformArgs): { width: number; height: number } {
   const c = a.crop ?? input;
   const turned = a.rotate === 90 || a.rotate === 270;
   const w = turned ? c.height : c.width;
@@ -76,7 +76,7 @@ function plannedOutput(input: { width: number; height: number }, a: ImageTransfo
 function transformUnits(a: ImageTransformArgs, files: InputFacts): number {
   const image = imageFacts(files, a.fileId);
   if (!image) return maxTransformUnits(a);
-  const out = plannedOutput(image, a);
+  const out = imageTransformOutput(image, a);
   return Math.min(MAX_OUTPUT_UNITS, megapixelUnits(out.width, out.height));
 }
 

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { IMAGE_TRANSFORM_LIMITS, megapixelUnits, type ImageTransformArgs } from '@tes/catalog';
+import { IMAGE_TRANSFORM_LIMITS, imageTransformOutput, megapixelUnits, type ImageTransformArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import type { RunnerOf, StepContext } from '../runner';
 
@@ -25,19 +25,6 @@ const OPEN = { limitInputPixels: L.maxInputPixels, failOn: 'error', autoOrient: 
 function undecodable(err: unknown): StepError {
   const msg = (err as Error).message?.split('\n')[0]?.slice(0, 200) ?? 'unknown error';
   return new StepError('invalid_input_file', `the input image could not be decoded: ${msg}`);
-}
-
-/** Output size of crop -> rotate -> resize, computed the way sharp sizes its output. */
-function plannedOutput(input: Size, a: ImageTransformArgs): Size {
-  const c = a.crop ?? { width: input.width, height: input.height };
-  const turned = a.rotate === 90 || a.rotate === 270;
-  const w = turned ? c.height : c.width;
-  const h = turned ? c.width : c.height;
-  if (!a.resize) return { width: w, height: h };
-  const { width: bw, height: bh, fit } = a.resize;
-  if (fit === 'cover' || fit === 'contain' || fit === 'fill') return { width: bw, height: bh };
-  const scale = fit === 'inside' ? Math.min(bw / w, bh / h) : Math.max(bw / w, bh / h);
-  return { width: Math.max(1, Math.round(w * scale)), height: Math.max(1, Math.round(h * scale)) };
 }
 
 /**
@@ -68,7 +55,7 @@ async function inspect(ctx: StepContext, a: ImageTransformArgs, path: string, fu
     // Only knowable after decoding; the caller's error, reported as a bad input (nothing charged).
     throw new StepError('invalid_input_file', `crop ${c.width}x${c.height} at (${c.left},${c.top}) lies outside the ${width}x${height} input image`);
   }
-  const output = plannedOutput({ width, height }, a);
+  const output = imageTransformOutput({ width, height }, a);
   if (output.width > L.maxOutputSide || output.height > L.maxOutputSide) {
     throw new StepError(
       'invalid_input_file',
@@ -124,7 +111,7 @@ export const imageTransformRunner: RunnerOf<'image.transform'> = {
     const format = a.format ?? info.format;
     const out = await transform(file.path, a, format);
     if (ctx.signal.aborted) throw ctx.signal.reason;
-    // Safety net behind plannedOutput: sharp's own rounding must not slip past the cap.
+    // Safety net behind imageTransformOutput: sharp's own rounding must not slip past the cap.
     if (out.info.width > L.maxOutputSide || out.info.height > L.maxOutputSide) {
       throw new StepError('artifact_too_large', `the output is ${out.info.width}x${out.info.height}, above ${L.maxOutputSide} per side`);
     }

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { VIDEO_GENERATE_LIMITS, type VideoGenerateArgs as Args } from '@tes/catalog';
+import { startedSecondsOf, VIDEO_GENERATE_LIMITS, type VideoGenerateArgs as Args } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { falCancel, falCreate, falPoll } from '../providers/fal';
@@ -50,7 +50,7 @@ export const videoGenerateRunner: RunnerOf<'video.generate'> = {
     const video = info.streams.find((s) => s.type === 'video');
     if (!video) throw new StepError('provider_error', 'the provider returned a file without a video stream');
     return {
-      units: Math.min(a.durationSeconds, Math.max(1, Math.ceil(Math.round(info.durationSeconds * 1000) / 1000))),
+      units: Math.min(a.durationSeconds, startedSecondsOf(info.durationSeconds)),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body }],
       facts: { durationSeconds: info.durationSeconds, width: video.width ?? null, height: video.height ?? null, model: a.model },
     };

@@ -1,13 +1,13 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import sharp from 'sharp';
-import { VIDEO_SLIDESHOW_LIMITS, type VideoSlide, type VideoSlideshowArgs } from '@tes/catalog';
+import { startedSecondsOf, VIDEO_SLIDESHOW_LIMITS, type VideoSlide, type VideoSlideshowArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { runProgram } from '../programs';
 import type { InputFile, RunnerOf, StepContext } from '../runner';
 import { textCardSvg } from './image-render';
-import { h264OutputArgs, readVideoOutput, startedSeconds } from './video-transcode';
+import { h264OutputArgs, readVideoOutput } from './video-transcode';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = VIDEO_SLIDESHOW_LIMITS;
@@ -175,7 +175,7 @@ export const videoSlideshowRunner: RunnerOf<'video.slideshow'> = {
     await runProgram('ffmpeg', args, { signal: ctx.signal, cwd: ctx.workDir });
     const video = await readVideoOutput(out, L.maxOutputBytes, ctx.signal, new StepError('internal_error', 'the slideshow came out without video frames'));
     return {
-      units: startedSeconds(video.durationSeconds),
+      units: startedSecondsOf(video.durationSeconds),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body: video.body }],
       facts: { durationSeconds: video.durationSeconds, width: video.width, height: video.height, frames: totalFrames, audio: video.hasAudio },
     };

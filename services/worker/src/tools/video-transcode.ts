@@ -1,6 +1,6 @@
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { VIDEO_TRANSCODE_LIMITS, type VideoTranscodeArgs } from '@tes/catalog';
+import { startedSecondsOf, VIDEO_TRANSCODE_LIMITS, type VideoTranscodeArgs } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { probeMedia, type MediaInfo, type MediaStream } from '../media/ffprobe';
 import { ProgramFailed, runProgram } from '../programs';
@@ -13,7 +13,6 @@ const L = VIDEO_TRANSCODE_LIMITS;
 const secondsArg = (s: number): string => s.toFixed(6);
 
 /** Billable seconds of a measured duration: started seconds, ignoring sub-millisecond float noise. */
-export const startedSeconds = (d: number): number => Math.max(1, Math.ceil(Math.round(d * 1000) / 1000));
 
 export interface VideoOutput {
   body: Buffer;
@@ -143,7 +142,7 @@ export const videoTranscodeRunner: RunnerOf<'video.transcode'> = {
       new StepError('invalid_input_file', 'the MP4 has no video frames at or after startSeconds'),
     );
     return {
-      units: startedSeconds(video.durationSeconds),
+      units: startedSecondsOf(video.durationSeconds),
       files: [{ format: 'mp4', mimeType: 'video/mp4', body: video.body }],
       facts: { durationSeconds: video.durationSeconds, width: video.width, height: video.height, audio: video.hasAudio },
     };
