@@ -38,10 +38,12 @@ export interface FloorSetup {
 }
 
 /** The Express 5 and node:http hello-world servers and the floor, each a child with NODE_ENV=production. */
-export async function startBaselines(logDir: string, meter: CpuMeter, floorSetup: FloorSetup): Promise<Baselines> {
+export async function startBaselines(logDir: string, meter: CpuMeter, floorSetup: FloorSetup, cpuProf = false): Promise<Baselines> {
   const start = async (name: string, script: string, args: string[], env: Record<string, string>) => {
     const port = await freePort();
-    const child = startNode(name, path.join(__dirname, script), { args, env: { NODE_ENV: 'production', PORT: String(port), ...env }, logDir });
+    // --cpu-prof: the baselines are profiled too, so a profile of ours can be read against theirs
+    const nodeArgs = cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${logDir}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
+    const child = startNode(name, path.join(__dirname, script), { args, env: { NODE_ENV: 'production', PORT: String(port), ...env }, logDir, nodeArgs });
     meter.label(child.pid, name);
     const url = `http://127.0.0.1:${port}`;
     await waitHttpOk(`${url}/`, child);

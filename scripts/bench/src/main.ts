@@ -123,12 +123,17 @@ async function main(): Promise<void> {
     await pgdb.prepare(o.projects);
 
     if (['b1', 'b2', 'b3'].some((b) => o.only.has(b))) {
-      baselines = await startBaselines(logDir, meter, {
-        pollDatabaseUrl: stack.databaseUrl,
-        submitDatabaseUrl: pgdb.url,
-        submitProjects: o.projects,
-        poolMax: o.pgbenchClients,
-      });
+      baselines = await startBaselines(
+        logDir,
+        meter,
+        {
+          pollDatabaseUrl: stack.databaseUrl,
+          submitDatabaseUrl: pgdb.url,
+          submitProjects: o.projects,
+          poolMax: o.pgbenchClients,
+        },
+        o.cpuProf,
+      );
     }
     if (o.only.has('b1')) {
       say('B1: GET /tools/executions/{id} vs its floor (Express + node-postgres + one SELECT), Express 5 and node:http hello-world');

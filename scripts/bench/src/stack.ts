@@ -34,6 +34,8 @@ export class ServiceStack {
   worker: Child | undefined;
   /** VmRSS (MB) of each service right after it answered /readyz, before any load. */
   readonly startRssMb: Record<string, number> = {};
+  /** Each service's API (PORT), by the name it was started under. */
+  readonly serviceUrl: Record<string, string> = {};
   /** Each service's health server (/metrics, /readyz). */
   readonly metricsUrl: Record<string, string> = {};
   private database: TestDatabase | undefined;
@@ -100,11 +102,25 @@ export class ServiceStack {
     };
   }
 
-  private async startService(name: 'gateway' | 'relay' | 'worker', env: Record<string, string> = {}): Promise<Child> {
+  /**
+   * One more gateway on this stack's database, queues and bucket, from another checkout's build
+   * (`root`: a repository root whose services/gateway/dist is built): ab-gateway.ts runs two
+   * builds side by side. Returns it with its base URL.
+   */
+  async startGatewayFrom(root: string, name: string, env: Record<string, string> = {}): Promise<{ child: Child; baseUrl: string }> {
+    const child = await this.startService('gateway', env, { root, name });
+    return { child, baseUrl: this.serviceUrl[name]! };
+  }
+
+  private async startService(
+    name: 'gateway' | 'relay' | 'worker',
+    env: Record<string, string> = {},
+    from: { root: string; name: string } = { root: ROOT, name },
+  ): Promise<Child> {
     const port = await freePort();
     const metricsPort = await freePort();
     const processes = name === 'gateway' ? this.options.gatewayProcesses : 1;
-    const child = startNode(name, path.join(ROOT, 'services', name, 'dist', 'main.js'), {
+    const child = startNode(from.name, path.join(from.root, 'services', name, 'dist', 'main.js'), {
       env: {
         ...this.env,
         PORT: String(port),
@@ -116,13 +132,15 @@ export class ServiceStack {
       },
       logDir: this.logDir,
       // several gateway processes share the flags: node's default names (with the pid) keep their profiles apart
-      nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${name}.cpuprofile`])] : [],
+      nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${from.name}.cpuprofile`])] : [],
     });
     // each process loads and connects on its own (on one pinned core with --taskset, one after another)
     await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child, 30_000 * processes);
-    this.metricsUrl[name] = `http://127.0.0.1:${metricsPort}`;
-    this.startRssMb[name] = Math.max(...[child.pid, ...childPids(child.pid)].map((pid) => rssMb(pid) ?? 0));
-    if (name === 'gateway') this.baseUrl = `http://127.0.0.1:${port}`;
+    this.metricsUrl[from.name] = `http://127.0.0.1:${metricsPort}`;
+    this.startRssMb[from.name] = Math.max(...[child.pid, ...childPids(child.pid)].map((pid) => rssMb(pid) ?? 0));
+    const url = `http://127.0.0.1:${port}`;
+    this.serviceUrl[from.name] = url;
+    if (from.name === 'gateway') this.baseUrl = url;
     return child;
   }
 
