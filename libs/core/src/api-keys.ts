@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /**
  * API key secrets: `tes_` + 8-char lookup id + `_` + 32 base62 characters.
@@ -46,8 +46,9 @@ export function parseKeySecret(secret: string): string | null {
   return m ? m[1]! : null;
 }
 
+/** The SHA-256 of a secret (UTF-8), computed on every keyed request: one shot, no Hash object. */
 export function digestSecret(secret: string): Buffer {
-  return createHash('sha256').update(secret, 'utf8').digest();
+  return hash('sha256', secret, 'buffer');
 }
 
 export function digestsEqual(a: Buffer, b: Buffer): boolean {

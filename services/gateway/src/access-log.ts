@@ -65,11 +65,9 @@ export class AccessLog {
     const started = process.hrtime.bigint();
     const socket = req.socket;
     const writtenBefore = socket.bytesWritten;
-    let done = false;
+    // 'close' alone: a response emits it once, after 'finish' when the answer was complete
+    // (writableFinished) and on its own when the client went away first
     const end = (): void => {
-      if (done) return;
-      done = true;
-      res.off('close', end);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const a = answered.get(res);
       const route = a?.route ?? UNMATCHED;
@@ -96,7 +94,6 @@ export class AccessLog {
         aborted: finished ? undefined : true,
       });
     };
-    res.once('finish', end);
     res.once('close', end);
   }
 

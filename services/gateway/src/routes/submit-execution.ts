@@ -2,6 +2,7 @@ import type { Request, Response } from 'express';
 import { AppError, canonicalJson, isAppError, isTerminal, newId, sha256Hex } from '@tes/core';
 import { findBindingSettled, getSteps, submitExecution, type ExecutionRecord, type ExecutionView, type SubmitResult } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
+import { logFields } from '@tes/observability';
 import { currentTraceparent, withSpan } from '@tes/tracing';
 import type { AuthContext, GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
@@ -46,7 +47,8 @@ export function submitExecutionRoute(deps: GatewayDeps): KeyRoute<SubmitBody> {
       const e = result.execution;
       deps.dispatcher.dispatch(result.outbox);
       deps.metrics.executionsTotal.inc({ tool: e.tool, status: 'queued' });
-      deps.logger.info('gateway.execution.accepted', {
+      // a line per accepted submit: the flat-record path (logFields), not winston's format chain
+      logFields(deps.logger, 'info', 'gateway.execution.accepted', {
         requestId: res.locals.requestId as string,
         executionId: e.id,
         projectId: e.projectId,
