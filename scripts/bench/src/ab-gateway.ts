@@ -18,7 +18,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { getExecutionSpec, submitSpec } from './bench-http';
 import { runLoad, type LoadSpec } from './http-load';
-import { killAllNow, stopAll } from './procs';
+import { pinServers, unpinServers } from './pin';
+import { killAllNow, setPinning, stopAll } from './procs';
 import { seedSpread, submitBody, submitOneEach } from './seed';
 import { ServiceStack } from './stack';
 
@@ -55,8 +56,19 @@ interface AbOptions {
   seconds: number;
   only: string[];
   connections: number;
+  /** --rate=N: requests per second, evenly spaced (open loop); unset: as fast as answered over the connections. */
+  rate?: number;
+  /** --taskset=STACK/GATEWAY: PostgreSQL, RabbitMQ, the harness and the load on STACK, both gateways on GATEWAY. */
+  taskset?: { stack: string; gateway: string };
   /** Extra environment of each side's gateway (--env-before=K=V, --env-after=K=V; repeatable). */
   env: { before: Record<string, string>; after: Record<string, string> };
+}
+
+function tasksetOf(value: string | undefined): AbOptions['taskset'] {
+  if (value === undefined) return undefined;
+  const m = /^([\d,-]+)\/([\d,-]+)$/.exec(value);
+  if (!m) throw new Error(`--taskset takes STACK/GATEWAY CPU lists (e.g. 0/1), not ${value}`);
+  return { stack: m[1]!, gateway: m[2]! };
 }
 
 function parseArgs(argv: string[]): AbOptions {
@@ -69,10 +81,12 @@ function parseArgs(argv: string[]): AbOptions {
   if (flags.has('help') || !flags.get('before')) {
     process.stderr.write(
       'usage: node scripts/bench/dist/ab-gateway.js --before=DIR [--rounds=8] [--seconds=4] [--only=poll,submit] [--connections=32]\n' +
-        '                                            [--env-before=K=V] [--env-after=K=V]\n' +
+        '                                            [--env-before=K=V] [--env-after=K=V] [--taskset=0/1] [--rate=N]\n' +
         '  DIR: a repository root with services/gateway/dist built (the "before" build); this checkout is "after"\n' +
         "  --env-*: extra environment for that side's gateway (repeatable), e.g. --before=. --env-after=LOG_LEVEL=warn\n" +
-        '           prices the access log on one build\n',
+        '           prices the access log on one build\n' +
+        '  --taskset: the gateways alone on the second CPU list, everything else on the first (less noise)\n' +
+        "  --rate: N requests a second, evenly spaced, below both builds' capacity: the same work per event-loop turn on both sides\n",
     );
     process.exit(flags.has('help') ? 0 : 2);
   }
@@ -82,6 +96,8 @@ function parseArgs(argv: string[]): AbOptions {
     seconds: Number(flags.get('seconds') ?? 4),
     only: (flags.get('only') ?? 'poll,submit').split(','),
     connections: Number(flags.get('connections') ?? 32),
+    taskset: tasksetOf(flags.get('taskset')),
+    rate: flags.has('rate') ? Number(flags.get('rate')) : undefined,
     env,
   };
 }
@@ -94,12 +110,17 @@ async function main(): Promise<void> {
   process.on('exit', killAllNow);
   const say = (line: string) => process.stderr.write(`ab-gateway: ${line}\n`);
   try {
+    if (o.taskset) {
+      setPinning(o.taskset);
+      const note = pinServers(o.taskset.stack);
+      if (note) say(note);
+    }
     say(`starting the stack and the before build (${o.before}); logs in ${logDir}`);
     await stack.start();
     const before = await stack.startGatewayFrom(o.before, 'gateway-before', o.env.before);
-    const after = Object.keys(o.env.after).length
-      ? await stack.startGatewayFrom(path.resolve(__dirname, '../../..'), 'gateway-after', o.env.after)
-      : { child: stack.gateway, baseUrl: stack.baseUrl };
+    // never the stack's own gateway, which seeded the run: it measured ≈ 12 % more CPU per poll
+    // than a second gateway of the same build started after it (null runs, --rate=1500)
+    const after = await stack.startGatewayFrom(path.resolve(__dirname, '../../..'), 'gateway-after', o.env.after);
     const tenants = await seedSpread(stack.db, 100);
     const body = await submitBody(after.baseUrl, tenants[0]!.secret);
     await submitOneEach(after.baseUrl, tenants, body);
@@ -114,6 +135,13 @@ async function main(): Promise<void> {
       const ratios: number[] = [];
       const per = { before: [] as number[], after: [] as number[] };
       const sides = { before, after };
+      // both JIT-warm before the first measured round (the first seconds cost a gateway up to 40 % more)
+      for (const side of ['before', 'after'] as const) {
+        await runLoad(
+          { ...spec, url: sides[side].baseUrl, connections: o.connections, warmupSec: 0, durationSec: 3 },
+          { logDir, name: `${what}-${side}-warmup` },
+        );
+      }
       for (let r = 0; r < o.rounds; r++) {
         const order: ('before' | 'after')[] = r % 2 === 0 ? ['before', 'after'] : ['after', 'before'];
         const ms: Record<string, number> = {};
@@ -156,6 +184,7 @@ async function main(): Promise<void> {
     }
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } finally {
+    if (o.taskset) unpinServers();
     await stopAll().catch(() => undefined);
     await stack.stop().catch((err: unknown) => say(`cleanup: ${(err as Error).message}`));
   }

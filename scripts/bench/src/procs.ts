@@ -29,7 +29,7 @@ export function setPinning(p: { stack: string; gateway: string } | undefined): v
   pinning = p;
 }
 /** The gateway and the servers it is compared with run on the gateway's CPUs; everything else on the stack's. */
-const GATEWAY_SIDE = /^(gateway|hello-\w+|floor)$/;
+const GATEWAY_SIDE = /^(gateway(-\w+)?|hello-\w+|floor)$/;
 function pinned(name: string, file: string, args: string[]): [string, string[]] {
   if (!pinning) return [file, args];
   return ['taskset', ['-c', GATEWAY_SIDE.test(name) ? pinning.gateway : pinning.stack, file, ...args]];
