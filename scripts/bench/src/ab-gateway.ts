@@ -118,8 +118,8 @@ async function main(): Promise<void> {
     say(`starting the stack and the before build (${o.before}); logs in ${logDir}`);
     await stack.start();
     const before = await stack.startGatewayFrom(o.before, 'gateway-before', o.env.before);
-    // never the stack's own gateway, which seeded the run: it measured ≈ 12 % more CPU per poll
-    // than a second gateway of the same build started after it (null runs, --rate=1500)
+    // never the stack's own gateway, which seeded the run and started before the relay: both
+    // sides are started the same way (with it as a side, null runs were off by −20 … +12 %)
     const after = await stack.startGatewayFrom(path.resolve(__dirname, '../../..'), 'gateway-after', o.env.after);
     const tenants = await seedSpread(stack.db, 100);
     const body = await submitBody(after.baseUrl, tenants[0]!.secret);

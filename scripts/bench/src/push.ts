@@ -188,7 +188,7 @@ async function gatewayMemory(stack: ServiceStack): Promise<{ rss: number; heap: 
   const text = await fetch(`${stack.metricsUrl.gateway}/metrics`)
     .then((r) => r.text())
     .catch(() => '');
-  const heap = /^tes_nodejs_heap_size_used_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text);
+  const heap = /^nodejs_heap_size_used_bytes(?:\{[^}]*\})? (\S+)$/m.exec(text);
   return { rss: quantile(samples, 0.5), heap: heap ? Number(heap[1]) / 2 ** 20 : NaN };
 }
 
