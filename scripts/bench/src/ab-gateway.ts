@@ -64,6 +64,8 @@ interface AbOptions {
   env: { before: Record<string, string>; after: Record<string, string> };
 }
 
+const KNOWN_FLAGS = new Set(['before', 'rounds', 'seconds', 'only', 'connections', 'taskset', 'rate', 'help']);
+
 function tasksetOf(value: string | undefined): AbOptions['taskset'] {
   if (value === undefined) return undefined;
   const m = /^([\d,-]+)\/([\d,-]+)$/.exec(value);
@@ -73,12 +75,21 @@ function tasksetOf(value: string | undefined): AbOptions['taskset'] {
 
 function parseArgs(argv: string[]): AbOptions {
   const env: AbOptions['env'] = { before: {}, after: {} };
+  const flags = new Map<string, string | undefined>();
+  let bad: string | undefined;
   for (const a of argv) {
-    const m = /^--env-(before|after)=([A-Z0-9_]+)=(.*)$/.exec(a);
-    if (m) env[m[1] as 'before' | 'after'][m[2]!] = m[3]!;
+    const m = /^--env-(before|after)=([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(a);
+    if (m) {
+      env[m[1] as 'before' | 'after'][m[2]!] = m[3]!;
+      continue;
+    }
+    // split at the first '=' only: a value (a path) may hold one
+    const f = /^--([a-z-]+)(?:=(.*))?$/.exec(a);
+    if (f && KNOWN_FLAGS.has(f[1]!)) flags.set(f[1]!, f[2]);
+    else bad ??= a;
   }
-  const flags = new Map(argv.map((a) => a.replace(/^--/, '').split('=') as [string, string | undefined]));
-  if (flags.has('help') || !flags.get('before')) {
+  if (bad !== undefined) process.stderr.write(`ab-gateway: unknown or malformed argument: ${bad}\n`);
+  if (bad !== undefined || flags.has('help') || !flags.get('before')) {
     process.stderr.write(
       'usage: node scripts/bench/dist/ab-gateway.js --before=DIR [--rounds=8] [--seconds=4] [--only=poll,submit] [--connections=32]\n' +
         '                                            [--env-before=K=V] [--env-after=K=V] [--taskset=0/1] [--rate=N]\n' +
@@ -88,7 +99,7 @@ function parseArgs(argv: string[]): AbOptions {
         '  --taskset: the gateways alone on the second CPU list, everything else on the first (less noise)\n' +
         "  --rate: N requests a second, evenly spaced, below both builds' capacity: the same work per event-loop turn on both sides\n",
     );
-    process.exit(flags.has('help') ? 0 : 2);
+    process.exit(flags.has('help') && bad === undefined ? 0 : 2);
   }
   return {
     before: path.resolve(flags.get('before')!),
@@ -109,6 +120,20 @@ async function main(): Promise<void> {
   const stack = new ServiceStack(logDir, { concurrency: 8, gatewayProcesses: 1, gatewayPoolMax: 10 });
   process.on('exit', killAllNow);
   const say = (line: string) => process.stderr.write(`ab-gateway: ${line}\n`);
+  let interrupted = false;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (interrupted) return;
+    interrupted = true;
+    say(`${sig}: stopping children and cleaning up`);
+    void (async () => {
+      if (o.taskset) unpinServers();
+      await stopAll().catch(() => undefined);
+      await stack.stop().catch(() => undefined);
+      process.exit(130);
+    })();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
   try {
     if (o.taskset) {
       setPinning(o.taskset);
@@ -149,11 +174,14 @@ async function main(): Promise<void> {
         for (const side of order) {
           const { child, baseUrl } = sides[side];
           // a short warm-up of its own, then the measured load
-          await runLoad({ ...spec, url: baseUrl, connections: o.connections, warmupSec: 0, durationSec: 1 }, { logDir, name: `${what}-${side}-warm` });
+          await runLoad(
+            { ...spec, url: baseUrl, connections: o.connections, warmupSec: 0, durationSec: 1, overallRate: o.rate },
+            { logDir, name: `${what}-${side}-warm` },
+          );
           const c0 = cpuMs(child.pid);
           const s0 = syscalls(child.pid);
           const result = await runLoad(
-            { ...spec, url: baseUrl, connections: o.connections, warmupSec: 0, durationSec: o.seconds },
+            { ...spec, url: baseUrl, connections: o.connections, warmupSec: 0, durationSec: o.seconds, overallRate: o.rate },
             { logDir, name: `${what}-${side}` },
           );
           const answered = result.byStatus[what === 'poll' ? '200' : '202'] ?? 0;
