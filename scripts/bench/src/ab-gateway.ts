@@ -19,7 +19,7 @@ import path from 'node:path';
 import { getExecutionSpec, submitSpec } from './bench-http';
 import { runLoad, type LoadSpec } from './http-load';
 import { pinServers, unpinServers } from './pin';
-import { killAllNow, setPinning, stopAll } from './procs';
+import { cleanUpOnSignal, killAllNow, setPinning, stopAll } from './procs';
 import { seedSpread, submitBody, submitOneEach } from './seed';
 import { ServiceStack } from './stack';
 
@@ -120,20 +120,11 @@ async function main(): Promise<void> {
   const stack = new ServiceStack(logDir, { concurrency: 8, gatewayProcesses: 1, gatewayPoolMax: 10 });
   process.on('exit', killAllNow);
   const say = (line: string) => process.stderr.write(`ab-gateway: ${line}\n`);
-  let interrupted = false;
-  const onSignal = (sig: NodeJS.Signals) => {
-    if (interrupted) return;
-    interrupted = true;
-    say(`${sig}: stopping children and cleaning up`);
-    void (async () => {
-      if (o.taskset) unpinServers();
-      await stopAll().catch(() => undefined);
-      await stack.stop().catch(() => undefined);
-      process.exit(130);
-    })();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  cleanUpOnSignal(say, async () => {
+    if (o.taskset) unpinServers();
+    await stopAll().catch(() => undefined);
+    await stack.stop().catch(() => undefined);
+  });
   try {
     if (o.taskset) {
       setPinning(o.taskset);

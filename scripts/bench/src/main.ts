@@ -14,7 +14,7 @@ import { CpuMeter } from './meter';
 import { parseOptions } from './options';
 import { PgbenchDb, pgbenchPath } from './pgbench';
 import { pinServers, unpinServers } from './pin';
-import { killAllNow, setPinning, stopAll } from './procs';
+import { cleanUpOnSignal, killAllNow, setPinning, stopAll } from './procs';
 import { runPush } from './push';
 import { Report } from './report';
 import { seedHot, seedSpread, submitBody, submitOneEach } from './seed';
@@ -85,21 +85,12 @@ async function main(): Promise<void> {
   let baselines: Baselines | undefined;
   let failed = false;
 
-  let interrupted = false;
-  const onSignal = (sig: NodeJS.Signals) => {
-    if (interrupted) return;
-    interrupted = true;
-    say(`${sig}: stopping children and cleaning up`);
-    void (async () => {
-      if (o.taskset) unpinServers();
-      await stopAll().catch(() => undefined);
-      await stack.stop().catch(() => undefined);
-      await pgdb.drop().catch(() => undefined);
-      process.exit(130);
-    })();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  cleanUpOnSignal(say, async () => {
+    if (o.taskset) unpinServers();
+    await stopAll().catch(() => undefined);
+    await stack.stop().catch(() => undefined);
+    await pgdb.drop().catch(() => undefined);
+  });
   process.on('exit', killAllNow);
 
   try {

@@ -102,6 +102,24 @@ export async function runProgram(
   return { code, stdout: out };
 }
 
+/**
+ * On the first SIGINT or SIGTERM: says so, runs `cleanup` (children, pinning, databases; its
+ * failures ignored) and exits 130. A second signal meanwhile changes nothing.
+ */
+export function cleanUpOnSignal(say: (line: string) => void, cleanup: () => Promise<void>): void {
+  let interrupted = false;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (interrupted) return;
+    interrupted = true;
+    say(`${sig}: stopping children and cleaning up`);
+    void cleanup()
+      .catch(() => undefined)
+      .finally(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}
+
 /** SIGTERM, then SIGKILL to the child's whole group past the deadline. */
 export async function stopChild(child: Child, deadlineMs = 15_000): Promise<void> {
   if (child.done()) return;
