@@ -18,19 +18,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { getExecutionSpec, submitSpec } from './bench-http';
 import { runLoad, type LoadSpec } from './http-load';
+import { cpuMsOf } from './meter';
 import { pinServers, unpinServers } from './pin';
 import { cleanUpOnSignal, killAllNow, setPinning, stopAll } from './procs';
 import { seedSpread, submitBody, submitOneEach } from './seed';
 import { ServiceStack } from './stack';
-
-const TICKS_PER_SEC = 100; // USER_HZ
-
-/** utime + stime of a process (all threads), in ms. */
-function cpuMs(pid: number): number {
-  const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / TICKS_PER_SEC;
-}
 
 /** Read and write system calls of a process so far (all its threads), from /proc/PID/io. */
 function syscalls(pid: number): { reads: number; writes: number } {
@@ -169,7 +161,7 @@ async function main(): Promise<void> {
             { ...spec, url: baseUrl, connections: o.connections, warmupSec: 0, durationSec: 1, overallRate: o.rate },
             { logDir, name: `${what}-${side}-warm` },
           );
-          const c0 = cpuMs(child.pid);
+          const c0 = cpuMsOf(child.pid);
           const s0 = syscalls(child.pid);
           const result = await runLoad(
             { ...spec, url: baseUrl, connections: o.connections, warmupSec: 0, durationSec: o.seconds, overallRate: o.rate },
@@ -177,7 +169,7 @@ async function main(): Promise<void> {
           );
           const answered = result.byStatus[what === 'poll' ? '200' : '202'] ?? 0;
           if (answered === 0 || answered < result.total * 0.99) throw new Error(`${what} ${side}: ${JSON.stringify(result.byStatus)}`);
-          ms[side] = (cpuMs(child.pid) - c0) / answered;
+          ms[side] = (cpuMsOf(child.pid) - c0) / answered;
           per[side].push(ms[side]);
           const s1 = syscalls(child.pid);
           io[side] = { reads: (s1.reads - s0.reads) / answered, writes: (s1.writes - s0.writes) / answered };

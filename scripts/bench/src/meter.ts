@@ -12,6 +12,7 @@ import { childPids } from '@tes/testing';
  */
 const TICKS_PER_SEC = 100; // USER_HZ on Linux
 
+/** A process's name, CPU ticks so far (utime + stime, all its threads) and parent, from /proc/PID/stat. */
 function readStat(pid: number | string): { comm: string; ticks: number; ppid: number } | undefined {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -30,6 +31,12 @@ function machineBusyTicks(): { busy: number; irq: number } {
   const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
   const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line.trim().split(/\s+/).slice(1).map(Number);
   return { busy: user + nice + system + irq + softirq + steal, irq: irq + softirq };
+}
+
+/** A process's CPU so far (utime + stime, all its threads), in ms; NaN once it is gone. */
+export function cpuMsOf(pid: number): number {
+  const st = readStat(pid);
+  return st ? (st.ticks * 1000) / TICKS_PER_SEC : NaN;
 }
 
 export class CpuMeter {
