@@ -31,6 +31,7 @@ function syscalls(pid: number): { reads: number; writes: number } {
   return { reads: field('syscr'), writes: field('syscw') };
 }
 
+/** Quantile of sorted values, interpolated between ranks (the median of 8 rounds is the mean of the middle two). */
 function quantile(sorted: number[], q: number): number {
   const i = (sorted.length - 1) * q;
   const lo = Math.floor(i);
@@ -112,11 +113,13 @@ async function main(): Promise<void> {
   const stack = new ServiceStack(logDir, { concurrency: 8, gatewayProcesses: 1, gatewayPoolMax: 10 });
   process.on('exit', killAllNow);
   const say = (line: string) => process.stderr.write(`ab-gateway: ${line}\n`);
-  cleanUpOnSignal(say, async () => {
+  // one clean-up for every way out: the end, a failure, Ctrl-C or SIGTERM
+  const cleanUp = async () => {
     if (o.taskset) unpinServers();
     await stopAll().catch(() => undefined);
-    await stack.stop().catch(() => undefined);
-  });
+    await stack.stop().catch((err: unknown) => say(`cleanup: ${(err as Error).message}`));
+  };
+  cleanUpOnSignal(say, cleanUp);
   try {
     if (o.taskset) {
       setPinning(o.taskset);
@@ -188,16 +191,14 @@ async function main(): Promise<void> {
       summary[what] = {
         beforeCpuMsPerRequest: round3(median(per.before)),
         afterCpuMsPerRequest: round3(median(per.after)),
-        ratioMedian: round3(quantile(sorted, 0.5)),
+        ratioMedian: round3(median(ratios)),
         ratioQuartiles: [round3(quantile(sorted, 0.25)), round3(quantile(sorted, 0.75))],
         lowerIn: `${ratios.filter((x) => x < 1).length} of ${ratios.length}`,
       };
     }
     process.stdout.write(`${JSON.stringify(summary)}\n`);
   } finally {
-    if (o.taskset) unpinServers();
-    await stopAll().catch(() => undefined);
-    await stack.stop().catch((err: unknown) => say(`cleanup: ${(err as Error).message}`));
+    await cleanUp();
   }
 }
 
