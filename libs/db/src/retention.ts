@@ -96,7 +96,7 @@ export function retentionBatchSql(table: RetainedTable): string {
  * else as a statement of its own.
  */
 export async function deleteRetentionBatch(db: Knex | Knex.Transaction, table: RetainedTable, horizons: RetentionHorizons, limit: number): Promise<number> {
-  if (horizons.usageMonths < 2) throw new Error('usageMonths must keep the current and the previous month');
+  if (table === 'usage_counters' && horizons.usageMonths < 2) throw new Error('usageMonths must keep the current and the previous month');
   const batch = BATCHES[table];
   const res = await db.raw<{ rowCount: number | null }>(batch.sql, { horizon: batch.horizon(horizons), limit });
   return res.rowCount ?? 0;

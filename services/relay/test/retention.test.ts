@@ -15,8 +15,8 @@ import {
   sweepOutbox,
   type RetainedTable,
 } from '@tes/db';
-import { createMetrics, createNullLogger } from '@tes/observability';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { createLogger, createMetrics, createNullLogger } from '@tes/observability';
+import { CaptureTransport, createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
 import { Retention } from '../src/retention';
 import { DEFAULT_HORIZONS, insertDeliveries, insertOutbox, seedExecutionWithEndpoint, submit } from './retention-fixtures';
 
@@ -118,6 +118,34 @@ it('deletes only what is past its horizon: published outbox rows, ended deliveri
 
 it('refuses a usage horizon that would delete the current or the previous month', async () => {
   await expect(deleteRetentionBatch(db, 'usage_counters', { ...DEFAULT_HORIZONS, usageMonths: 1 }, 10)).rejects.toThrow(/usageMonths/);
+});
+
+it("counts what it deleted per table, and a table that fails is logged while the others' passes still run", async () => {
+  const at = await seedExecutionWithEndpoint(db);
+  await insertOutbox(db, at, 3, 2 * 86_400);
+  await insertDeliveries(db, at, 2, 'failed', 8 * 86_400);
+  const logs = new CaptureTransport();
+  const metrics = createMetrics('relay', false);
+  // usageMonths 1 is refused (config refuses it too): usage_counters fails, the other tables do not
+  const broken = new Retention({
+    db,
+    logger: createLogger({ service: 'test', transports: [logs] }),
+    metrics,
+    horizons: { ...DEFAULT_HORIZONS, usageMonths: 1 },
+    intervalMs: 60_000,
+    batchSize: 100,
+  });
+  expect(await broken.pass()).toEqual({ outbox: 3, webhook_deliveries: 2, rate_limits: 0, usage_counters: 0 });
+  const counted = (await metrics.registry.getSingleMetric('tes_retention_deleted_rows_total')!.get()).values.map((v) => [v.labels.table, v.value]);
+  expect(counted.sort()).toEqual([
+    ['outbox', 3],
+    ['webhook_deliveries', 2],
+  ]);
+  const events = logs.records.map((r) => [r.message, r.table ?? null]);
+  expect(events).toEqual([
+    ['relay.retention.failed', 'usage_counters'],
+    ['relay.retention.deleted', null],
+  ]);
 });
 
 /** EXPLAIN (ANALYZE, BUFFERS) of one batch, in a transaction rolled back afterwards. */
