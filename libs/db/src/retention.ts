@@ -10,8 +10,9 @@
  * - It never waits for a writer: a row some transaction holds is skipped (a later pass takes it).
  * - A writer never waits for it, except on a row the batch is deleting, and then for one
  *   statement at most. No writer touches those rows: published outbox rows and ended deliveries
- *   are never written again (every write to them is fenced on `published_at IS NULL` or
- *   `status = 'pending'`), a past usage month is never counted into (the month comes from
+ *   are never written again (rows are written only while unsent or pending: the sweep holds
+ *   unsent rows, the other writes are fenced on `published_at IS NULL` or `status = 'pending'`),
+ *   a past usage month is never counted into (the month comes from
  *   tes_month()). Only a rate-limit window that ended over the horizon ago can be upserted by a
  *   gateway while its row is being deleted; that upsert waits for the batch's commit, then
  *   inserts a fresh window, which is what it would have written anyway.
