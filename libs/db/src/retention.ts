@@ -12,10 +12,10 @@
  *   statement at most. No writer touches those rows: published outbox rows and ended deliveries
  *   are never written again (rows are written only while unsent or pending: the sweep holds
  *   unsent rows, the other writes are fenced on `published_at IS NULL` or `status = 'pending'`),
- *   a past usage month is never counted into (the month comes from
- *   tes_month()). Only a rate-limit window that ended over the horizon ago can be upserted by a
- *   gateway while its row is being deleted; that upsert waits for the batch's commit, then
- *   inserts a fresh window, which is what it would have written anyway.
+ *   a past usage month is never counted into (the month comes from tes_month()). Only a
+ *   rate-limit window that ended over the horizon ago can be upserted by a gateway while its row
+ *   is being deleted; that upsert waits for the batch's commit, then inserts a fresh window,
+ *   which is what it would have written anyway.
  * - FOR UPDATE re-checks the horizon on a row a writer changed after the batch's snapshot (a
  *   window a gateway restarted), so such a row is not deleted.
  * - Each claim reads an index in the order it deletes (named per table below), so a batch costs
