@@ -82,11 +82,11 @@ it('deletes expired uploads; the same content uploaded again revives the same id
   expect((await stack.db('files').where({ id: row.id }).first()).deleted_at).toBeNull();
 });
 
-it('removes rate-limit windows that ended over an hour ago', async () => {
+it("the relay's retention removes rate-limit windows that ended over an hour ago", async () => {
   await stack.db('rate_limits').insert({ key: 'key:old', points: 3, expire: Date.now() - 2 * 3_600_000 });
   await stack.db('rate_limits').insert({ key: 'key:recent', points: 3, expire: Date.now() - 60_000 });
-  const swept = await stack.relay!.relay.janitor();
-  expect(swept.rateLimits).toBe(1);
+  const swept = await stack.relay!.retention.pass();
+  expect(swept.rate_limits).toBe(1);
   expect(await stack.db('rate_limits').where({ key: 'key:old' })).toHaveLength(0);
   expect(await stack.db('rate_limits').where({ key: 'key:recent' })).toHaveLength(1);
 });

@@ -66,6 +66,20 @@ export interface Config {
    */
   readonly dispatchDeadlineMs: number;
   readonly janitorIntervalMs: number;
+  /**
+   * The relay's retention of operational tables (docs/storage.md): every `intervalMs` it deletes
+   * rows past their horizon, `batchSize` rows per statement. Horizons from
+   * OUTBOX_RETENTION_HOURS, WEBHOOK_DELIVERY_RETENTION_DAYS, RATE_LIMIT_RETENTION_MINUTES and
+   * USAGE_RETENTION_MONTHS (the current month included).
+   */
+  readonly retention: {
+    readonly intervalMs: number;
+    readonly batchSize: number;
+    readonly outboxMs: number;
+    readonly webhookDeliveriesMs: number;
+    readonly rateLimitsMs: number;
+    readonly usageMonths: number;
+  };
   readonly stateMetricsIntervalMs: number;
   readonly ledgerAuditIntervalMs: number;
   /** Delay between polls of a provider job while an execution is waiting. */
@@ -291,6 +305,15 @@ export function loadConfig(env: Env = process.env): Config {
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
     dispatchDeadlineMs: int('DISPATCH_DEADLINE_MS', 60_000, 100, 3_600_000),
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
+    retention: {
+      intervalMs: int('RETENTION_INTERVAL_MS', 60_000, 100, 86_400_000),
+      batchSize: int('RETENTION_BATCH_SIZE', 500, 1, 10_000),
+      outboxMs: int('OUTBOX_RETENTION_HOURS', 24, 1, 24 * 365) * HOUR,
+      webhookDeliveriesMs: int('WEBHOOK_DELIVERY_RETENTION_DAYS', 7, 1, 3_650) * 24 * HOUR,
+      rateLimitsMs: int('RATE_LIMIT_RETENTION_MINUTES', 60, 1, 7 * 24 * 60) * MINUTE,
+      // at least the current and the previous month: a month's last settles and flushes land at its end
+      usageMonths: int('USAGE_RETENTION_MONTHS', 13, 2, 1_200),
+    },
     stateMetricsIntervalMs: int('STATE_METRICS_INTERVAL_MS', 10_000, 100, 3_600_000),
     ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 600_000, 100, 86_400_000),
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),

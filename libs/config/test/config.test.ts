@@ -134,6 +134,34 @@ describe('loadConfig', () => {
     expect(problemsOf({ AMQP_URL: ',' })).toEqual(['AMQP_URL is not a URL']);
   });
 
+  it('reads the retention horizons in their units, with a default for each, and refuses a usage horizon below two months', () => {
+    const HOUR = 3_600_000;
+    expect(loadConfig({}).retention).toEqual({
+      intervalMs: 60_000,
+      batchSize: 500,
+      outboxMs: 24 * HOUR,
+      webhookDeliveriesMs: 7 * 24 * HOUR,
+      rateLimitsMs: HOUR,
+      usageMonths: 13,
+    });
+    expect(
+      loadConfig({
+        RETENTION_INTERVAL_MS: '5000',
+        RETENTION_BATCH_SIZE: '100',
+        OUTBOX_RETENTION_HOURS: '2',
+        WEBHOOK_DELIVERY_RETENTION_DAYS: '30',
+        RATE_LIMIT_RETENTION_MINUTES: '5',
+        USAGE_RETENTION_MONTHS: '25',
+      }).retention,
+    ).toEqual({ intervalMs: 5_000, batchSize: 100, outboxMs: 2 * HOUR, webhookDeliveriesMs: 30 * 24 * HOUR, rateLimitsMs: 5 * 60_000, usageMonths: 25 });
+    expect(problemsOf({ USAGE_RETENTION_MONTHS: '1', OUTBOX_RETENTION_HOURS: '0', RETENTION_BATCH_SIZE: '0' })).toEqual([
+      'RETENTION_BATCH_SIZE must be between 1 and 10000, got 0',
+      'OUTBOX_RETENTION_HOURS must be between 1 and 8760, got 0',
+      'USAGE_RETENTION_MONTHS must be between 2 and 1200, got 1',
+    ]);
+    expect(Object.isFrozen(loadConfig({}).retention)).toBe(true);
+  });
+
   it('returns a deeply frozen object', () => {
     const c = loadConfig({});
     expect(Object.isFrozen(c)).toBe(true);

@@ -14,3 +14,4 @@ export * from './janitor';
 export * from './rate-limits';
 export * from './key-changes';
 export * from './webhooks';
+export * from './retention';

@@ -1,7 +1,8 @@
 /**
  * The shared request counters (table rate_limits): fixed windows per key, written by every
- * gateway replica's limiter and cleared by the relay's janitor. `expire` is the window's end
- * in epoch milliseconds of the gateway's clock.
+ * gateway replica's limiter and deleted by the relay's retention (retention.ts) once their
+ * window ended RATE_LIMIT_RETENTION_MINUTES ago. `expire` is the window's end in epoch
+ * milliseconds of the gateway's clock.
  */
 import type { Knex } from 'knex';
 import { prepared } from './prepared';
@@ -27,11 +28,4 @@ export async function addRateLimitPoints(
   );
   const row = rows[0]!;
   return { counted: Number(row.points), windowEndMs: Number(row.expire) };
-}
-
-/** Windows that ended over an hour ago (the relay's janitor). */
-export async function deleteStaleRateLimits(db: Knex, nowMs: number = Date.now()): Promise<number> {
-  return db('rate_limits')
-    .where('expire', '<', nowMs - 3_600_000)
-    .delete();
 }

@@ -51,6 +51,8 @@ export interface Metrics {
   openStreams: Gauge;
   webhookAttempts: Counter<'outcome'>;
   webhookDeliveryLag: Histogram;
+  /** Rows the relay's retention deleted, by table (outbox, webhook_deliveries, rate_limits, usage_counters). */
+  retentionDeleted: Counter<'table'>;
   httpRejections: Counter<'reason'>;
   providerRequests: Histogram<'provider' | 'operation' | 'outcome'>;
   dbPoolConnections: Gauge<'state'>;
@@ -197,6 +199,12 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       name: 'tes_webhook_delivery_lag_seconds',
       help: 'Time from the event (the execution ending) to its successful delivery',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+      registers: [registry],
+    }),
+    retentionDeleted: new Counter({
+      name: 'tes_retention_deleted_rows_total',
+      help: 'Rows of operational tables deleted past their retention horizon, by table',
+      labelNames: ['table'],
       registers: [registry],
     }),
     httpRejections,

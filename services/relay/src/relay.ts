@@ -1,14 +1,5 @@
 import type { Knex } from 'knex';
-import {
-  abandonExecution,
-  deleteStaleRateLimits,
-  parseExecutionMessage,
-  MAX_ATTEMPTS,
-  oldestUnsentAgeSeconds,
-  reapExpiredLeases,
-  sweepExpired,
-  sweepOutbox,
-} from '@tes/db';
+import { abandonExecution, parseExecutionMessage, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
 import { publishOutbox, type ConfirmPublisher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
@@ -71,10 +62,10 @@ export class Relay {
     return 'ack';
   }
 
-  /** Deletes uploads and artifacts past their 30 days, and ended rate-limit windows. */
-  async janitor(): Promise<{ files: number; artifacts: number; rateLimits: number }> {
+  /** Deletes uploads and artifacts past their 30 days (ended rate-limit windows: retention.ts). */
+  async janitor(): Promise<{ files: number; artifacts: number }> {
     const { db, logger } = this.o;
-    const out = { files: 0, artifacts: 0, rateLimits: 0 };
+    const out = { files: 0, artifacts: 0 };
     try {
       for (const table of ['files', 'artifacts'] as const) {
         for (;;) {
@@ -84,7 +75,6 @@ export class Relay {
           if (deleted < (this.o.batchSize ?? 100)) break;
         }
       }
-      out.rateLimits = await deleteStaleRateLimits(db);
       if (out.files + out.artifacts > 0) logger.info('relay.janitor.deleted', out);
     } catch (err) {
       logger.warn('relay.janitor.failed', { err: (err as Error).message });

@@ -9,9 +9,11 @@ import { GuardedHttp } from '@tes/outbound';
 import { Relay } from './relay';
 import { WebhookDeliverer } from './webhooks';
 import { StateMetrics } from './state-metrics';
+import { Retention } from './retention';
 
 export interface RunningRelay {
   relay: Relay;
+  retention: Retention;
   webhooks: WebhookDeliverer;
   metricsPort: number;
   parts: Stoppable[];
@@ -50,6 +52,10 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
   });
   relay.start();
   started.add('relay', () => relay.stop());
+  const { intervalMs: retentionIntervalMs, batchSize: retentionBatchSize, ...horizons } = config.retention;
+  const retention = new Retention({ db, logger, metrics, horizons, intervalMs: retentionIntervalMs, batchSize: retentionBatchSize });
+  retention.start();
+  started.add('retention', () => retention.stop());
   const webhooks = new WebhookDeliverer({
     db,
     http: new GuardedHttp({ allowPrivateNetworks: config.webhookAllowPrivate }),
@@ -86,10 +92,12 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
   logger.info('relay.started', { intervalMs: config.outboxSweepIntervalMs, metricsPort });
   return {
     relay,
+    retention,
     webhooks,
     metricsPort,
     parts: [
       { name: 'relay', stop: () => relay.stop() },
+      { name: 'retention', stop: () => retention.stop() },
       { name: 'webhooks', stop: () => webhooks.stop() },
       { name: 'dead-letters', stop: () => deadLetters.stop() },
       { name: 'state-metrics', stop: () => state.stop() },
