@@ -274,6 +274,51 @@ it("a retry is dated by the database's clock: a relay whose clock runs an hour a
   }
 });
 
+it("the previous release's relay statements still work on this schema (a rolling deploy runs both)", async () => {
+  const p = await seedProject(db, { creditMicros: 10_000 });
+  const endpoint = await createWebhookEndpoint(db, { projectId: p.projectId, url: 'https://old-relay.test/' });
+  const id = await running(p);
+  await settleExecution(db, {
+    executionId: id,
+    projectId: p.projectId,
+    status: 'failed',
+    chargedMicros: 0,
+    from: ['running'],
+    leaseOwner: 'w',
+    errorCode: 'provider_error',
+  });
+  // the claim, payload fix and outcome of migration 20261123000013's relay, as it has them
+  const claimed = await db.raw<{ rows: { id: string; url: string; payload: unknown; attempts: number }[] }>(
+    `WITH due AS (
+       SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS n
+         FROM webhook_deliveries d
+        WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND d.endpoint_id <> ALL(:exclude::text[])
+        ORDER BY d.next_attempt_at LIMIT 100
+     ), picked AS (
+       SELECT d.id FROM webhook_deliveries d JOIN due ON due.id = d.id
+        WHERE due.n <= 4 AND d.status = 'pending' AND d.next_attempt_at <= now()
+        ORDER BY d.next_attempt_at LIMIT 10
+          FOR UPDATE OF d SKIP LOCKED
+     )
+     UPDATE webhook_deliveries d
+        SET next_attempt_at = now() + (15000 * interval '1 millisecond'), attempts = d.attempts + 1
+       FROM picked, webhook_endpoints w
+      WHERE d.id = picked.id AND w.id = d.endpoint_id
+      RETURNING d.id, d.endpoint_id, d.project_id, d.execution_id, d.event_type, w.url, w.secret, d.payload, d.event_at, d.attempts - 1 AS attempts`,
+    { exclude: [] },
+  );
+  const mine = claimed.rows.filter((r) => r.url === 'https://old-relay.test/');
+  expect(mine).toMatchObject([{ payload: null, attempts: 0 }]);
+  await db('webhook_deliveries')
+    .where({ id: mine[0]!.id })
+    .whereNull('payload')
+    .update({ payload: JSON.stringify({ type: 'execution.failed' }) });
+  await db('webhook_deliveries')
+    .where({ id: mine[0]!.id, status: 'pending' })
+    .update({ last_status_code: 500, last_error: 'HTTP 500', next_attempt_at: new Date(Date.now() + 1_000) });
+  expect(await listWebhookDeliveries(db, id)).toMatchObject([{ endpointId: endpoint.id, status: 'pending', attempts: 1, lastStatusCode: 500 }]);
+});
+
 it('the ledger audits clean after these settlements and resolutions', async () => {
   expect((await auditLedger(db)).ok).toBe(true);
 });
