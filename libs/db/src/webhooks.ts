@@ -201,7 +201,7 @@ export async function claimDueDeliveries(
  * is no longer pending (its endpoint's deletion failed it after the claim) or its endpoint is
  * deleted (then it is closed here as the claim closes one). The endpoint row is read FOR SHARE:
  * a deletion under way is waited for, and its outcome counts. A deletion that commits after
- * this answer, while the request is on its way, cannot stop it: no request starts after one.
+ * this answer cannot stop the request already on its way; every later check sees it.
  */
 export async function deliveryStillWanted(db: Knex, id: string): Promise<boolean> {
   const res = await db.raw<{ rows: { wanted: boolean }[] }>(
