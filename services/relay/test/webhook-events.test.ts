@@ -170,6 +170,33 @@ it('the body of an event whose execution did not change since is the public exec
   }
 });
 
+it('a delivery written before snapshots existed gets its body from the execution, as before', async () => {
+  const p = await seedProject(db, { creditMicros: 10_000 });
+  const rx = await receiver();
+  await createWebhookEndpoint(db, { projectId: p.projectId, url: rx.url });
+  const id = await running(p);
+  await settleExecution(db, {
+    executionId: id,
+    projectId: p.projectId,
+    status: 'succeeded',
+    chargedMicros: 20,
+    from: ['running'],
+    leaseOwner: 'w',
+    output: { old: true },
+  });
+  await db('webhook_deliveries').where({ execution_id: id }).update({ execution_snapshot: null });
+  const d = deliverer();
+  d.start();
+  try {
+    await until('the delivery', () => rx.got.length === 1);
+    const view = (await getExecutionWithSteps(db, p.projectId, id))!;
+    expect(events(rx.got)[0]!.data).toEqual(publicExecution(view.execution, view.steps));
+  } finally {
+    await d.stop();
+    await rx.close();
+  }
+});
+
 it('a delivery written while its endpoint was being deleted is closed unsent, not sent signed to the deleted URL', async () => {
   const p = await seedProject(db, { creditMicros: 10_000 });
   const rx = await receiver();
