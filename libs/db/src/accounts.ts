@@ -24,6 +24,12 @@ export interface ApiKeyRecord {
   scopes: Scope[];
   role: Role;
   expiresAt: string | null;
+  /**
+   * When it expires on the clock of the process that read it: the time the database's clock
+   * (tes_now()) says is left, added to that process's clock as the row was read. Compare this
+   * with Date.now(), never expiresAt: a process's clock may be off the database's.
+   */
+  expiresAtMs: number | null;
   revokedAt: string | null;
 }
 
@@ -121,6 +127,7 @@ interface ApiKeyRow {
   scopes: Scope[];
   role: Role;
   expires_at: Date | null;
+  expires_in_ms: number | null;
   revoked_at: Date | null;
 }
 
@@ -128,8 +135,10 @@ export async function findApiKeyByLookupId(db: Knex, lookupId: string): Promise<
   const row = await db('api_keys as k')
     .join('projects as p', 'p.id', 'k.project_id')
     .select('k.id', 'k.project_id', 'p.organization_id', 'k.name', 'k.digest', 'k.scopes', 'k.role', 'k.expires_at', 'k.revoked_at')
+    .select(db.raw('(extract(epoch FROM k.expires_at - tes_now()) * 1000)::float8 AS expires_in_ms'))
     .where('k.lookup_id', lookupId)
     .first<ApiKeyRow | undefined>();
+  const readAt = Date.now();
   if (!row) return null;
   return {
     id: row.id,
@@ -140,6 +149,7 @@ export async function findApiKeyByLookupId(db: Knex, lookupId: string): Promise<
     scopes: row.scopes,
     role: row.role,
     expiresAt: iso(row.expires_at),
+    expiresAtMs: row.expires_in_ms === null ? null : readAt + row.expires_in_ms,
     revokedAt: iso(row.revoked_at),
   };
 }

@@ -1,15 +1,16 @@
-/** First day of the UTC month containing `at`, as YYYY-MM-DD (the usage and cap period key). */
-export function monthKey(at: Date = new Date()): string {
-  return `${at.getUTCFullYear()}-${String(at.getUTCMonth() + 1).padStart(2, '0')}-01`;
-}
-
-export function monthBounds(at: Date = new Date()): { start: Date; end: Date } {
-  const start = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1));
-  const end = new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth() + 1, 1));
-  return { start, end };
-}
+import type { Knex } from 'knex';
 
 export function iso(value: Date | string | null | undefined): string | null {
   if (value === null || value === undefined) return null;
   return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
+/**
+ * The database's clock (tes_now()), `plusMs` ahead: what a process reads when it must write a
+ * time another process compares (a deadline in a checkpoint, an expiry). Process clocks
+ * disagree with each other and with the database; every comparison in our SQL reads tes_now().
+ */
+export async function databaseTime(db: Knex, plusMs = 0): Promise<Date> {
+  const res = await db.raw<{ rows: { at: Date }[] }>(`SELECT tes_now() + (?::bigint * interval '1 millisecond') AS at`, [Math.round(plusMs)]);
+  return res.rows[0]!.at;
 }

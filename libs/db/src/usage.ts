@@ -1,5 +1,4 @@
 import type { Knex } from 'knex';
-import { monthKey } from './time';
 
 /** Adds request counts for many projects in one statement (this month). */
 export async function countRequests(db: Knex, counts: ReadonlyMap<string, number>): Promise<void> {
@@ -13,14 +12,27 @@ export async function countRequests(db: Knex, counts: ReadonlyMap<string, number
   );
 }
 
+/**
+ * A project's usage this month, and the month: both from the database's clock (tes_month()),
+ * the one the counters and the cap are written with. A process clock would name another month
+ * around a boundary, or always when the clocks disagree, and show its (empty) counters.
+ */
 export async function getUsage(
   db: Knex,
   projectId: string,
-  at: Date = new Date(),
-): Promise<{ requestCount: number; executionCount: number; chargedMicros: number }> {
-  const row = await db<{ project_id: string; month: string; request_count: number; execution_count: number; charged_micros: number }>('usage_counters')
-    .select('request_count', 'execution_count', 'charged_micros')
-    .where({ project_id: projectId, month: monthKey(at) })
-    .first();
-  return { requestCount: row?.request_count ?? 0, executionCount: row?.execution_count ?? 0, chargedMicros: row?.charged_micros ?? 0 };
+): Promise<{ period: { start: Date; end: Date }; requestCount: number; executionCount: number; chargedMicros: number }> {
+  const res = await db.raw<{ rows: { start: Date; end: Date; request_count: number | null; execution_count: number | null; charged_micros: number | null }[] }>(
+    `SELECT m.month::timestamp AT TIME ZONE 'UTC' AS start, (m.month + interval '1 month') AT TIME ZONE 'UTC' AS "end",
+            u.request_count, u.execution_count, u.charged_micros
+       FROM (SELECT tes_month() AS month) m
+       LEFT JOIN usage_counters u ON u.project_id = :projectId AND u.month = m.month`,
+    { projectId },
+  );
+  const row = res.rows[0]!;
+  return {
+    period: { start: row.start, end: row.end },
+    requestCount: row.request_count ?? 0,
+    executionCount: row.execution_count ?? 0,
+    chargedMicros: row.charged_micros ?? 0,
+  };
 }

@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import { newId } from '@tes/core';
+import type { PublicExecutionFields, PublicStepFields } from './executions';
 import { iso } from './time';
 
 /** The events an endpoint may subscribe to (all of them by default). */
@@ -18,6 +19,9 @@ export const WEBHOOK_DELIVERIES_CHANNEL = 'tes_webhook_deliveries';
 
 /** The channel the triggers notify with an execution id when a visible field of it changed. */
 export const EXECUTION_CHANGES_CHANNEL = 'tes_execution_changes';
+
+/** Why a delivery whose endpoint was deleted ends without being sent. */
+const ENDPOINT_DELETED = 'the endpoint was deleted';
 
 export interface WebhookEndpoint {
   id: string;
@@ -53,7 +57,7 @@ export async function deleteWebhookEndpoint(db: Knex, id: string): Promise<boole
   return db.transaction(async (trx) => {
     const n = await trx('webhook_endpoints').where({ id }).whereNull('deleted_at').update({ deleted_at: trx.fn.now() });
     if (n === 0) return false;
-    await trx('webhook_deliveries').where({ endpoint_id: id, status: 'pending' }).update({ status: 'failed', last_error: 'the endpoint was deleted' });
+    await trx('webhook_deliveries').where({ endpoint_id: id, status: 'pending' }).update({ status: 'failed', last_error: ENDPOINT_DELETED });
     return true;
   });
 }
@@ -104,6 +108,12 @@ export async function listWebhookDeliveries(db: Knex, executionId: string): Prom
   }));
 }
 
+/** The public execution as the statement that caused an event left it (migration 20261126000070). */
+export interface ExecutionSnapshot {
+  execution: PublicExecutionFields;
+  steps: PublicStepFields[];
+}
+
 /** A claimed delivery: what the deliverer needs to send one attempt. */
 export interface DueDelivery {
   id: string;
@@ -115,6 +125,8 @@ export interface DueDelivery {
   secret: string;
   /** The body of earlier attempts (null on the first: the deliverer builds and keeps it). */
   payload: Record<string, unknown> | null;
+  /** What the body describes: the execution when the event happened (null on rows written before the snapshot existed). */
+  snapshot: ExecutionSnapshot | null;
   eventAt: string;
   /** Attempts before this one. */
   attempts: number;
@@ -126,7 +138,12 @@ export interface DueDelivery {
  * endpoint cannot take every slot), with FOR UPDATE SKIP LOCKED
  * so that relays share the work. A claim is a lease: the row's next attempt moves `leaseMs`
  * ahead and its attempt is counted now, so a deliverer that dies mid-send only delays it.
- * Index: webhook_deliveries_due_idx.
+ * "Due" and the lease are read from the database's clock (tes_now()), as retries are written.
+ *
+ * A picked delivery whose endpoint is deleted is not returned: it is closed in the same
+ * statement, failed with "the endpoint was deleted" and no attempt counted. Such rows exist:
+ * a delivery written by a transaction that saw the endpoint live, committing after the
+ * deletion (whose own statement could not see it to fail it). Index: webhook_deliveries_due_idx.
  */
 export async function claimDueDeliveries(
   db: Knex,
@@ -136,26 +153,32 @@ export async function claimDueDeliveries(
     `WITH due AS (
        SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at) AS n
          FROM webhook_deliveries d
-        WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND d.endpoint_id <> ALL(:exclude::text[])
+        WHERE d.status = 'pending' AND d.next_attempt_at <= tes_now() AND d.endpoint_id <> ALL(:exclude::text[])
         ORDER BY d.next_attempt_at
         LIMIT :scan
      ), picked AS (
-       SELECT d.id FROM webhook_deliveries d JOIN due ON due.id = d.id
-        WHERE due.n <= :perEndpoint AND d.status = 'pending' AND d.next_attempt_at <= now()
+       SELECT d.id, w.deleted_at IS NOT NULL AS endpoint_deleted
+         FROM webhook_deliveries d JOIN due ON due.id = d.id JOIN webhook_endpoints w ON w.id = d.endpoint_id
+        WHERE due.n <= :perEndpoint AND d.status = 'pending' AND d.next_attempt_at <= tes_now()
         ORDER BY d.next_attempt_at LIMIT :limit
           FOR UPDATE OF d SKIP LOCKED
+     ), closed AS (
+       UPDATE webhook_deliveries d SET status = 'failed', last_error = :endpointDeleted
+         FROM picked WHERE d.id = picked.id AND picked.endpoint_deleted
      )
      UPDATE webhook_deliveries d
-        SET next_attempt_at = now() + (:leaseMs * interval '1 millisecond'), attempts = d.attempts + 1
+        SET next_attempt_at = tes_now() + (:leaseMs * interval '1 millisecond'), attempts = d.attempts + 1
        FROM picked, webhook_endpoints w
-      WHERE d.id = picked.id AND w.id = d.endpoint_id
-      RETURNING d.id, d.endpoint_id, d.project_id, d.execution_id, d.event_type, w.url, w.secret, d.payload, d.event_at, d.attempts - 1 AS attempts`,
+      WHERE d.id = picked.id AND NOT picked.endpoint_deleted AND w.id = d.endpoint_id
+      RETURNING d.id, d.endpoint_id, d.project_id, d.execution_id, d.event_type, w.url, w.secret, d.payload, d.execution_snapshot,
+                d.event_at, d.attempts - 1 AS attempts`,
     {
       scan: options.limit * 10,
       perEndpoint: options.perEndpoint,
       limit: options.limit,
       leaseMs: options.leaseMs,
       exclude: [...(options.excludeEndpoints ?? [])],
+      endpointDeleted: ENDPOINT_DELETED,
     },
   );
   return res.rows.map((r) => ({
@@ -167,9 +190,34 @@ export async function claimDueDeliveries(
     url: r.url as string,
     secret: r.secret as string,
     payload: (r.payload as Record<string, unknown> | null) ?? null,
+    snapshot: (r.execution_snapshot as ExecutionSnapshot | null) ?? null,
     eventAt: iso(r.event_at as Date)!,
     attempts: r.attempts as number,
   }));
+}
+
+/**
+ * Whether a claimed delivery is still to be sent, asked just before its request: false when it
+ * is no longer pending (its endpoint's deletion failed it after the claim) or its endpoint is
+ * deleted (then it is closed here as the claim closes one). The endpoint row is read FOR SHARE:
+ * a deletion under way is waited for, and its outcome counts. A deletion that commits after
+ * this answer cannot stop the request already on its way; every later check sees it.
+ */
+export async function deliveryStillWanted(db: Knex, id: string): Promise<boolean> {
+  const res = await db.raw<{ rows: { wanted: boolean }[] }>(
+    `WITH r AS (
+       SELECT d.id, d.status = 'pending' AS pending, w.deleted_at IS NOT NULL AS endpoint_deleted
+         FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id
+        WHERE d.id = :id
+          FOR SHARE OF w
+     ), closed AS (
+       UPDATE webhook_deliveries d SET status = 'failed', last_error = :endpointDeleted
+         FROM r WHERE d.id = r.id AND r.pending AND r.endpoint_deleted AND d.status = 'pending'
+     )
+     SELECT r.pending AND NOT r.endpoint_deleted AS wanted FROM r`,
+    { id, endpointDeleted: ENDPOINT_DELETED },
+  );
+  return res.rows[0]?.wanted ?? false;
 }
 
 /** Keeps the body of a delivery's first attempt, so every attempt sends the same event. */
@@ -181,21 +229,25 @@ export async function fixDeliveryPayload(db: Knex, id: string, payload: Record<s
 }
 
 /**
- * Records an attempt's outcome: delivered (a 2xx), or failed with the next attempt at
- * `retryAt`, or failed for good when `retryAt` is null.
+ * Records an attempt's outcome: delivered (a 2xx), or failed with the next attempt
+ * `retryInMs` from now by the database's clock (tes_now(), which the claim compares with: a
+ * relay's clock, ahead or behind, never moves a retry), or failed for good when `retryInMs` is
+ * null. Returns when the next attempt is due (null unless one is).
  */
 export async function recordDeliveryAttempt(
   db: Knex,
   id: string,
-  outcome: { delivered: boolean; statusCode: number | null; error: string | null; retryAt: Date | null },
-): Promise<void> {
+  outcome: { delivered: boolean; statusCode: number | null; error: string | null; retryInMs: number | null },
+): Promise<Date | null> {
   const base = { last_status_code: outcome.statusCode, last_error: outcome.error?.slice(0, 500) ?? null };
+  const retry = !outcome.delivered && outcome.retryInMs !== null;
   const update = outcome.delivered
     ? { ...base, status: 'delivered', delivered_at: db.fn.now() }
-    : outcome.retryAt
-      ? { ...base, next_attempt_at: outcome.retryAt }
+    : retry
+      ? { ...base, next_attempt_at: db.raw(`tes_now() + (?::bigint * interval '1 millisecond')`, [Math.round(outcome.retryInMs!)]) }
       : { ...base, status: 'failed' };
-  await db('webhook_deliveries').where({ id, status: 'pending' }).update(update);
+  const rows = await db('webhook_deliveries').where({ id, status: 'pending' }).update(update).returning<{ next_attempt_at: Date }[]>(['next_attempt_at']);
+  return retry ? (rows[0]?.next_attempt_at ?? null) : null;
 }
 
 function toEndpoint(row: Record<string, unknown>): WebhookEndpoint {

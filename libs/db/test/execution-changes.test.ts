@@ -174,7 +174,7 @@ it('claims due deliveries as leases, at most perEndpoint per endpoint, and recor
   expect(byUrl(second)).toEqual(['https://slow.test/', 'https://slow.test/']);
 
   const d = first.find((x) => x.url === 'https://fast.test/')!;
-  await recordDeliveryAttempt(db, d.id, { delivered: false, statusCode: 500, error: 'HTTP 500', retryAt: new Date(Date.now() - 1000) });
+  await recordDeliveryAttempt(db, d.id, { delivered: false, statusCode: 500, error: 'HTTP 500', retryInMs: -1000 });
   const retried = await claimDueDeliveries(db, { limit: 10, perEndpoint: 2, leaseMs: 60_000 });
   // the retry (its second attempt) and the slow endpoint's last two (it has six: `late` too)
   expect(retried.map((x) => [x.url, x.attempts, x.id === d.id]).sort()).toEqual([
@@ -182,7 +182,7 @@ it('claims due deliveries as leases, at most perEndpoint per endpoint, and recor
     ['https://slow.test/', 0, false],
     ['https://slow.test/', 0, false],
   ]);
-  await recordDeliveryAttempt(db, d.id, { delivered: true, statusCode: 204, error: null, retryAt: null });
+  await recordDeliveryAttempt(db, d.id, { delivered: true, statusCode: 204, error: null, retryInMs: null });
   const row = (await listWebhookDeliveries(db, late)).find((x) => x.id === d.id);
   expect(row).toMatchObject({ status: 'delivered', attempts: 2, lastStatusCode: 204, nextAttemptAt: null });
   expect(row!.deliveredAt).not.toBeNull();

@@ -1,5 +1,6 @@
 export * from './embedded-s3';
 export * from './database';
+export * from './db-clock';
 export * from './logs';
 export * from './seed';
 export * from './openapi';

@@ -42,7 +42,8 @@ async function identify(keys: KeyCache, header: string | undefined): Promise<Aut
     const equal = digestsEqual(presented, key ? key.digest : UNKNOWN_KEY_DIGEST);
     if (!key || !equal) throw new AppError('platform_api_key_invalid');
     if (key.revokedAt) throw new AppError('platform_api_key_revoked');
-    if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) throw new AppError('platform_api_key_expired');
+    // expired by the database's clock (carried over to this process's when the row was read)
+    if (key.expiresAtMs !== null && key.expiresAtMs <= Date.now()) throw new AppError('platform_api_key_expired');
     return {
       keyId: key.id,
       keyName: key.name,

@@ -182,15 +182,16 @@ export class SharedWindowLimiter {
     // an exhausted key is re-checked with one point, not a block it would mostly waste
     const size = slot.exhausted ? 1 : Math.min(slot.nextLease, this.maxLease);
     this.leases += 1;
-    const { counted, windowEndMs } = await addRateLimitPoints(this.db, {
+    // the window is the database's (every replica compares it); its time left is carried
+    // over to this process's clock, read before the round trip (so never later than the end)
+    const { counted, msLeft } = await addRateLimitPoints(this.db, {
       key: `${this.options.keyPrefix}:${key}`,
       points: size,
-      nowMs: now,
-      windowEndMs: now + this.windowMs,
+      windowMs: this.windowMs,
     });
     // The counter grew by exactly `size`, so before this lease it stood at counted − size.
     const granted = Math.max(0, Math.min(size, this.options.points - (counted - size)));
-    slot.windowEnd = windowEndMs;
+    slot.windowEnd = now + msLeft;
     // what did not fit was counted but not granted: the window holds at most `points`
     slot.counted = Math.min(counted, this.options.points);
     slot.tokens += granted;

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
-import { startTcpRelay, useTestDatabase } from '@tes/testing';
+import { shiftDatabaseClock, startTcpRelay, useTestDatabase } from '@tes/testing';
 import { SharedWindowLimiter } from '../src/shared-window-limiter';
 
 /**
@@ -81,12 +81,38 @@ it('a window that ends starts afresh; an exhausted key is re-checked against the
   clock += 600;
   expect((await limiter.consume(key)).allowed).toBe(true);
 
-  // the window ends: all five points again, Remaining from the top
+  // the window ends (by the database's clock, which the window is kept in): all five points
+  // again, Remaining from the top
   clock += 61_000;
-  const first = await limiter.consume(key);
-  expect(first).toMatchObject({ allowed: true, remaining: 4 });
-  for (let i = 0; i < 4; i++) expect((await limiter.consume(key)).allowed).toBe(true);
-  expect((await limiter.consume(key)).allowed).toBe(false);
+  await shiftDatabaseClock(db, '61 seconds');
+  try {
+    const first = await limiter.consume(key);
+    expect(first).toMatchObject({ allowed: true, remaining: 4 });
+    for (let i = 0; i < 4; i++) expect((await limiter.consume(key)).allowed).toBe(true);
+    expect((await limiter.consume(key)).allowed).toBe(false);
+  } finally {
+    await shiftDatabaseClock(db, '0');
+  }
+});
+
+it("the window is the database's: a replica whose clock is off neither starts a new one early nor holds one open", async () => {
+  const onTime = new SharedWindowLimiter(db, { points: 3, windowSeconds: 60, keyPrefix: 'key' });
+  const ahead = new SharedWindowLimiter(db, { points: 3, windowSeconds: 60, keyPrefix: 'key', now: () => Date.now() + 3_600_000 });
+  const key = freshKey();
+  for (let i = 0; i < 3; i++) expect((await onTime.consume(key)).allowed).toBe(true);
+  // an hour ahead, this replica's clock says the window ended long ago: the database's says not
+  const refused = await ahead.consume(key);
+  expect(refused).toMatchObject({ allowed: false, remaining: 0 });
+  expect(refused.msBeforeNext).toBeGreaterThan(0);
+  expect(refused.msBeforeNext).toBeLessThanOrEqual(60_000);
+  // nor does a replica whose clock runs behind hold the window open past its end
+  const behind = new SharedWindowLimiter(db, { points: 3, windowSeconds: 60, keyPrefix: 'key', now: () => Date.now() - 3_600_000 });
+  await shiftDatabaseClock(db, '61 seconds');
+  try {
+    expect(await behind.consume(key)).toMatchObject({ allowed: true, remaining: 2 });
+  } finally {
+    await shiftDatabaseClock(db, '0');
+  }
 });
 
 it('a failing store is asked once: the requests waiting on its lease, and the next ones for a while, use the stand-in', async () => {

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { canonicalJson } from '@tes/core';
 import {
   claimDueDeliveries,
+  deliveryStillWanted,
   fixDeliveryPayload,
   getExecutionById,
   getSteps,
@@ -143,6 +144,12 @@ export class WebhookDeliverer {
     try {
       // canonical (sorted keys): the first attempt's object and the stored jsonb give the same bytes
       const body = canonicalJson(await this.payload(d));
+      // Asked last, just before the request: an endpoint deleted since the claim (or a deletion
+      // under way, which this waits for) gets nothing; the delivery is closed, never retried.
+      if (!(await deliveryStillWanted(db, d.id))) {
+        logger.info('relay.webhook.endpoint_deleted', log);
+        return;
+      }
       const res = await this.o.http.request(
         'POST',
         d.url,
@@ -163,9 +170,11 @@ export class WebhookDeliverer {
     if (this.abort.signal.aborted && error !== null) return; // shutting down: the lease brings it back
     const delivered = error === null;
     const retryIn = this.o.retryDelaysMs[d.attempts];
-    const retryAt = delivered || retryIn === undefined ? null : new Date(Date.now() + jitter(retryIn));
+    // the retry is dated by the database's clock, the one the claim compares with (not this process's)
+    const retryInMs = delivered || retryIn === undefined ? null : jitter(retryIn);
+    let retryAt: Date | null;
     try {
-      await recordDeliveryAttempt(db, d.id, { delivered, statusCode, error, retryAt });
+      retryAt = await recordDeliveryAttempt(db, d.id, { delivered, statusCode, error, retryInMs });
     } catch (err) {
       // the lease ends and the attempt is made again: at least once, never lost
       logger.warn('relay.webhook.record_failed', { ...log, err: (err as Error).message });
@@ -186,13 +195,23 @@ export class WebhookDeliverer {
     }
   }
 
-  /** The event body, built once from the ended execution and kept, so every attempt sends the same. */
+  /**
+   * The event body, built once and kept, so every attempt sends the same. It describes the
+   * execution as the statement that caused the event left it (the delivery's snapshot), not as
+   * it is now: an operator may have resolved a needs_review execution since. A delivery written
+   * before snapshots existed (migration 20261126000070) has none: its body is read from the
+   * execution, as it always was.
+   */
   private async payload(d: DueDelivery): Promise<Record<string, unknown>> {
     if (d.payload) return d.payload;
-    const execution = await getExecutionById(this.o.db, d.executionId);
-    if (!execution) throw new Error(`execution ${d.executionId} not found`);
-    const steps = await getSteps(this.o.db, execution.projectId, [execution.id]);
-    const payload = { type: d.eventType, timestamp: d.eventAt, data: publicExecution(execution, steps) };
+    let data: Record<string, unknown>;
+    if (d.snapshot) data = publicExecution(d.snapshot.execution, d.snapshot.steps);
+    else {
+      const execution = await getExecutionById(this.o.db, d.executionId);
+      if (!execution) throw new Error(`execution ${d.executionId} not found`);
+      data = publicExecution(execution, await getSteps(this.o.db, execution.projectId, [execution.id]));
+    }
+    const payload = { type: d.eventType, timestamp: d.eventAt, data };
     await fixDeliveryPayload(this.o.db, d.id, payload);
     return payload;
   }

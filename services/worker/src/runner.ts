@@ -57,6 +57,12 @@ export interface StepContext {
    * soon as the provider answered the create, before anything else can fail.
    */
   recordExternalRef(ref: string, checkpoint?: Record<string, unknown>): Promise<void>;
+  /**
+   * The database's clock (tes_now()), in ms since the epoch. A time a checkpoint keeps for a
+   * later re-check, maybe on another worker (a job's deadline, the next read), is read from it
+   * and compared with it, never with this process's clock.
+   */
+  databaseNow(): Promise<number>;
   /** A private temporary folder for this attempt, removed when the execution stops here. */
   workDir: string;
   /**

@@ -1,10 +1,32 @@
 import type { ExecutionRecord, StepRecord } from './records';
 
+/** The fields of an execution the public object shows (a webhook's snapshot holds just these). */
+export type PublicExecutionFields = Pick<
+  ExecutionRecord,
+  | 'id'
+  | 'tool'
+  | 'model'
+  | 'status'
+  | 'arguments'
+  | 'priceVersion'
+  | 'totalSteps'
+  | 'reservedMicros'
+  | 'chargedMicros'
+  | 'cancelRequested'
+  | 'output'
+  | 'errorCode'
+  | 'errorMessage'
+  | 'createdAt'
+  | 'startedAt'
+  | 'finishedAt'
+>;
+export type PublicStepFields = Pick<StepRecord, 'executionId' | 'index' | 'name' | 'status' | 'costMicros' | 'startedAt' | 'finishedAt'>;
+
 /**
  * The public execution object of api-contract.md, as GET answers it, as its event stream sends it
  * and as its webhooks carry it. Never file bytes, never a URL.
  */
-export function publicExecution(e: ExecutionRecord, steps: StepRecord[]): Record<string, unknown> {
+export function publicExecution(e: PublicExecutionFields, steps: readonly PublicStepFields[]): Record<string, unknown> {
   const own = steps.filter((s) => s.executionId === e.id).sort((a, b) => a.index - b.index);
   const running = own.find((s) => s.status === 'running');
   return {

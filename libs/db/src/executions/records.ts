@@ -308,6 +308,11 @@ export interface ArtifactRecord extends NewArtifact {
   executionId: string;
   projectId: string;
   deletedAt: string | null;
+  /**
+   * Milliseconds before it expires by the database's clock (tes_now(), the janitor's): ≤ 0 when
+   * expired. Compare this, not expiresAt with a process's clock, which may be off the database's.
+   */
+  msLeft: number;
 }
 
 interface ArtifactRow {
@@ -322,13 +327,15 @@ interface ArtifactRow {
   file_name: string;
   expires_at: Date;
   deleted_at: Date | null;
+  ms_left: number;
 }
 
 export async function getArtifact(db: Knex, projectId: string, executionId: string, artifactId: string): Promise<ArtifactRecord | null> {
   const row = await db<ArtifactRow>('artifacts')
     .select('id', 'execution_id', 'project_id', 'format', 'mime_type', 'size_bytes', 'sha256', 'storage_key', 'file_name', 'expires_at', 'deleted_at')
+    .select(db.raw('(extract(epoch FROM expires_at - tes_now()) * 1000)::float8 AS ms_left'))
     .where({ id: artifactId, execution_id: executionId, project_id: projectId })
-    .first();
+    .first<ArtifactRow | undefined>();
   if (!row) return null;
   return {
     id: row.id,
@@ -342,5 +349,6 @@ export async function getArtifact(db: Knex, projectId: string, executionId: stri
     fileName: row.file_name,
     expiresAt: new Date(row.expires_at),
     deletedAt: iso(row.deleted_at),
+    msLeft: row.ms_left,
   };
 }

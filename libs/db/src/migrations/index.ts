@@ -17,6 +17,7 @@ import * as m15 from './20261123000015_file_facts';
 import * as m16 from './20261123000016_admin_read_indexes';
 import * as m17 from './20261123000017_outbox_trace_context';
 import * as m50 from './20261126000050_retention_indexes';
+import * as m70 from './20261126000070_webhook_event_snapshot';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -38,4 +39,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261123000016_admin_read_indexes', m16],
   ['20261123000017_outbox_trace_context', m17],
   ['20261126000050_retention_indexes', m50],
+  ['20261126000070_webhook_event_snapshot', m70],
 ];

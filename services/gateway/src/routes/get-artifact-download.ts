@@ -17,14 +17,16 @@ export function getArtifactDownloadRoute({ db, store, config, logger }: GatewayD
       const artifactId = req.params.artifactId as string;
       const a = isId('art', artifactId) ? await getArtifact(db, e.projectId, e.id, artifactId) : null;
       if (!a) throw new AppError('artifact_not_found');
-      if (a.deletedAt || a.expiresAt.getTime() <= Date.now()) throw new AppError('artifact_expired');
+      // expired by the database's clock (the janitor's), not by this process's
+      if (a.deletedAt || a.msLeft <= 0) throw new AppError('artifact_expired');
       // A URL must not outlive its artifact: past expiresAt the API says artifact_expired, but
       // the object stays until the janitor's next sweep, and an older URL would still serve it.
-      // Under a second left: expired already.
+      // Under a second left: expired already. The time left is the database's, carried over
+      // to this process's clock, which the signer reads.
       const presigned = await store.presignGet({
         key: a.storageKey,
         maxSeconds: Math.min(config.presignTtlSeconds, 300),
-        notAfter: a.expiresAt,
+        notAfter: new Date(Date.now() + a.msLeft),
         contentType: a.mimeType,
         fileName: a.fileName,
       });

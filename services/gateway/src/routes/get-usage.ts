@@ -1,5 +1,5 @@
 import { AppError } from '@tes/core';
-import { getProject, getUsage, monthBounds } from '@tes/db';
+import { getProject, getUsage } from '@tes/db';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 
@@ -12,10 +12,10 @@ export function getUsageRoute({ db }: GatewayDeps): KeyRoute {
     scope: 'usage:read',
     body: 'none',
     handle: async ({ res, auth }) => {
-      const now = new Date();
-      const [p, usage] = await Promise.all([getProject(db, auth.projectId), getUsage(db, auth.projectId, now)]);
+      // the month is the database's (tes_month()), as for the counters and the cap
+      const [p, usage] = await Promise.all([getProject(db, auth.projectId), getUsage(db, auth.projectId)]);
       if (!p) throw new AppError('platform_project_permission_required');
-      const { start, end } = monthBounds(now);
+      const { start, end } = usage.period;
       const remaining = p.monthlyCapMicros === null ? null : Math.max(0, p.monthlyCapMicros - p.monthChargedMicros - p.reservedMicros);
       res.json({
         data: {

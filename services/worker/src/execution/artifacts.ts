@@ -1,18 +1,23 @@
 import { newId, RETENTION_MS, sha256Hex } from '@tes/core';
-import type { ArtifactSummary, ExecutionRecord, NewArtifact, StepRecord } from '@tes/db';
+import { databaseTime, type ArtifactSummary, type ExecutionRecord, type NewArtifact, type StepRecord } from '@tes/db';
 import { artifactKey } from '@tes/storage';
 import { withSpan } from '@tes/tracing';
 import type { ProducedFile } from '../runner';
 import type { ExecutionDeps } from './context';
 
 type StoreDeps = Pick<ExecutionDeps, 'store' | 'logger'>;
+type StoreFilesDeps = StoreDeps & Pick<ExecutionDeps, 'db'>;
 
 /**
  * Puts a step's files in the bucket. If one put fails, the ones already stored are deleted
- * (no row will name them) and the error is thrown on.
+ * (no row will name them) and the error is thrown on. Their expiry is the database's clock
+ * plus the retention, read before the puts: the janitor compares it with tes_now(), and this
+ * worker's clock may be off the database's.
  */
-export async function storeFiles(deps: StoreDeps, e: ExecutionRecord, index: number, files: ProducedFile[]): Promise<NewArtifact[]> {
+export async function storeFiles(deps: StoreFilesDeps, e: ExecutionRecord, index: number, files: ProducedFile[]): Promise<NewArtifact[]> {
   const stored: NewArtifact[] = [];
+  if (files.length === 0) return stored;
+  const expiresAt = await databaseTime(deps.db, RETENTION_MS);
   try {
     for (const f of files) {
       const id = newId('art');
@@ -29,7 +34,7 @@ export async function storeFiles(deps: StoreDeps, e: ExecutionRecord, index: num
         sha256: sha256Hex(f.body),
         storageKey: key,
         fileName: `${e.id}-${index}.${f.format}`,
-        expiresAt: new Date(Date.now() + RETENTION_MS),
+        expiresAt,
       });
     }
   } catch (err) {

@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { getExecutionInputFile, recordExternalRef, renewLease, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { databaseTime, getExecutionInputFile, recordExternalRef, renewLease, type ExecutionRecord, type StepRecord } from '@tes/db';
 import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
@@ -84,6 +84,7 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
           }
           providerRef = ref;
         },
+        databaseNow: async () => (await databaseTime(db)).getTime(),
         get workDir() {
           return workDir.path;
         },

@@ -26,7 +26,8 @@ export interface OutputLimits {
  * What the step keeps in its checkpoint, next to the job's reference. `failedReads` and
  * `nextReadAt` are there only while reads of the job fail: re-checks before `nextReadAt`
  * make no request, so an outage at the provider is met with backoff, not with a poll every
- * re-check.
+ * re-check. The times are the database's clock (ctx.databaseNow()), in ms: the re-check that
+ * compares them may run on another worker, whose own clock may be minutes off this one's.
  */
 interface JobCheckpoint {
   submittedAt: number;
@@ -62,9 +63,12 @@ async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args:
     }
   }
   if (ctx.externalRef === null) {
+    // read before the create (nothing more between it and the reference's record): the
+    // deadline counts from no later than the job's creation
+    const submittedAt = await ctx.databaseNow();
     const ref = await model.create(p, args);
     crashPoint('worker.provider.after_send');
-    await ctx.recordExternalRef(ref, { submittedAt: Date.now() } satisfies JobCheckpoint);
+    await ctx.recordExternalRef(ref, { submittedAt } satisfies JobCheckpoint);
     return WAIT;
   }
   return recheck(ctx, p, model, ctx.externalRef, args, limits);
@@ -81,12 +85,12 @@ async function recheck<Args>(
   const job = jobCheckpoint(ctx.stepCheckpoint);
   const deadline = job.submittedAt + ctx.providers.jobTimeoutMs;
   // At or past the deadline, one last read is always made before giving up.
-  if (Date.now() < Math.min(job.nextReadAt ?? 0, deadline)) return WAIT;
+  if ((await ctx.databaseNow()) < Math.min(job.nextReadAt ?? 0, deadline)) return WAIT;
   try {
     const result = await model.poll(p, ref, args);
     if ('failed' in result) throw new StepError('provider_error', result.failed);
     if (result.done) return await fetchAll(p, result.outputs, limits);
-    if (Date.now() > deadline) {
+    if ((await ctx.databaseNow()) > deadline) {
       // Past its deadline the job is cancelled before the step fails: left running, it could
       // finish and be billed while the caller is charged nothing. If the provider says it had
       // ended meanwhile, its outcome counts; if the cancel gets no answer, the outcome is
@@ -105,12 +109,13 @@ async function recheck<Args>(
   } catch (err) {
     if (!(err instanceof ReadFailed) || ctx.signal.aborted) throw err;
     const failedReads = (job.failedReads ?? 0) + 1;
-    if (Date.now() >= deadline) {
+    const now = await ctx.databaseNow();
+    if (now >= deadline) {
       throw new OutcomeUnknown(
         `the provider job could not be read before its deadline (${failedReads} failed ${failedReads === 1 ? 'read' : 'reads'} in a row, the last: ${err.message})`,
       );
     }
-    const nextReadAt = Date.now() + readBackoffMs(failedReads, err.retryAfterMs, ctx.providers.jobTimeoutMs);
+    const nextReadAt = now + readBackoffMs(failedReads, err.retryAfterMs, ctx.providers.jobTimeoutMs);
     ctx.logger.warn('worker.provider.read_failed', {
       ...ctx.logFields,
       step: ctx.index,
