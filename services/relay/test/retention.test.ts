@@ -237,10 +237,10 @@ it("a batch's locks block no writer of the service: submit, publish, sweep, deli
     expect(swept.sort()).toEqual([...unsent].sort());
     const claimed = await claimDueDeliveries(writers, { limit: 10, perEndpoint: 10, leaseMs: 60_000 });
     expect(claimed.map((c) => c.id).sort()).toEqual([...pending].sort());
-    await recordDeliveryAttempt(writers, pending[0]!, { delivered: true, statusCode: 200, error: null, retryAt: null });
+    await recordDeliveryAttempt(writers, pending[0]!, { delivered: true, statusCode: 200, error: null, retryInMs: null });
     await insertDeliveries(writers, at, 1, 'pending', 0); // what the terminal-state trigger writes
     await deleteWebhookEndpoint(writers, at.endpointId); // fails the endpoint's pending deliveries
-    await addRateLimitPoints(writers, { key: 'lock:live', points: 1, nowMs: Date.now(), windowEndMs: Date.now() + 60_000 });
+    await addRateLimitPoints(writers, { key: 'lock:live', points: 1, windowMs: 60_000 });
     await countRequests(writers, new Map([[p.projectId, 3]])); // this month's usage
   } finally {
     await held.commit();
@@ -253,7 +253,7 @@ it('a gateway that restarts a window while a batch deletes it gets a fresh windo
   await db('rate_limits').insert({ key: 'race:stale', points: 7, expire: Date.now() - 2 * 3_600_000 });
   const held = await db.transaction();
   let upserted = false;
-  const upsert = addRateLimitPoints(db, { key: 'race:stale', points: 1, nowMs: Date.now(), windowEndMs: Date.now() + 60_000 }).then((r) => {
+  const upsert = addRateLimitPoints(db, { key: 'race:stale', points: 1, windowMs: 60_000 }).then((r) => {
     upserted = true;
     return r;
   });
