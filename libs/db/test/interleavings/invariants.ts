@@ -93,13 +93,19 @@ export async function violations(w: World, outcomes: ReadonlyMap<string, Outcome
     ['worker(queued)', w.queued],
     ['worker(expired)', w.expired],
     ['zombie(expired)', w.expired],
+    ['reclaim(expired)', w.expired],
   ] as const;
   for (const [name, id] of worked) {
     if (value(name) !== 'settled succeeded' || !id) continue;
     const e = byId.get(id);
     if (e?.status !== 'succeeded' || e.charged_micros !== COST) out.push(`${name} settled, the execution is ${JSON.stringify(e)}`);
   }
-  if (value('worker(expired)') === 'settled succeeded' && value('zombie(expired)') === 'settled succeeded') out.push('two workers settled one execution');
+  // A run whose execution was claimed by another run (of another worker, or of the same one
+  // after the reaper re-dispatched it) writes nothing more: the stale run's settle is fenced out.
+  const claimed = (name: string) => value(name) !== undefined && value(name) !== 'not claimed';
+  for (const takeover of ['worker(expired)', 'reclaim(expired)'])
+    if (claimed(takeover) && value('zombie(expired)') === 'settled succeeded')
+      out.push(`${takeover} claimed the execution (${String(value(takeover))}), and the stale run it took over settled it`);
 
   // The janitor never deletes an upload that an execution which has not ended reads.
   for (const key of w.deletedInUse) out.push(`the janitor deleted ${key} while an open execution read it`);

@@ -27,6 +27,8 @@ import type { Actor, Outcome } from './scheduler';
  */
 
 export const CREDIT = 10_000_000;
+/** The worker whose run of `expired` hangs: its stale run writes on (zombie), and it may claim the execution again. */
+const DEAD_WORKER = 'dead-worker';
 const RESERVE = 100_000;
 const TTL = 65 * MIN;
 /** The upload the original submit may name expires at +15 min; the clock actor moves to +20 min. */
@@ -44,8 +46,10 @@ export interface World {
   queued: string;
   /** Running under `live-worker` with a live lease and step 0 started. */
   running: string;
-  /** Running under `dead-worker`, lease expired 10 min ago, step 0 started. */
+  runningLease: string;
+  /** Running under DEAD_WORKER, lease expired 10 min ago, step 0 started. */
   expired: string;
+  expiredLease: string;
   /** What the janitor deleted while an execution that has not ended read it. */
   deletedInUse: string[];
 }
@@ -87,15 +91,18 @@ export async function makeWorld(db: Knex, priceVersion: string): Promise<World> 
   const queued = await make(5 * MIN);
   const running = await make();
   const expired = await make();
-  await claimExecution(db, running, 'live-worker', TTL);
-  await claimExecution(db, expired, 'dead-worker', -10 * MIN);
+  // A claim's lease is what its run fences its writes with: the worker's id, or a token made of it
+  // (the lease_owner the claim wrote, whichever release this is).
+  const lease = async (id: string, owner: string, ttl: number) => (await claimExecution(db, id, owner, ttl))!.leaseOwner!;
+  const runningLease = await lease(running, 'live-worker', TTL);
+  const expiredLease = await lease(expired, DEAD_WORKER, -10 * MIN);
   for (const [id, owner] of [
-    [running, 'live-worker'],
-    [expired, 'dead-worker'],
+    [running, runningLease],
+    [expired, expiredLease],
   ] as const) {
     await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 's0', owner });
   }
-  return { db, ...base, fileId: file.id, queued, running, expired, deletedInUse: [] };
+  return { db, ...base, fileId: file.id, queued, running, runningLease, expired, expiredLease, deletedInUse: [] };
 }
 
 /** Ends what a run left open (failed, nothing charged) and its upload, so the next run's reaper and janitor see only their own world. */
@@ -154,11 +161,17 @@ export const COST = 1_234;
 
 /**
  * A worker as services/worker runs an execution of one step: claim, start the step (the cancel
- * fence), then the step's end and the settlement in one statement.
+ * fence), then the step's end and the settlement in one statement. `claimAs`: a worker given the
+ * execution's message; `lease`: a run that holds (or held) a lease already, which it fences with.
  */
-function work(w: World, db: Knex, id: string, owner: string, claim: boolean): Promise<string> {
+function work(w: World, db: Knex, id: string, worker: { claimAs: string } | { lease: string }): Promise<string> {
   const go = async () => {
-    if (claim && !(await claimExecution(db, id, owner, TTL))) return 'not claimed';
+    let owner: string;
+    if ('claimAs' in worker) {
+      const claimed = await claimExecution(db, id, worker.claimAs, TTL);
+      if (!claimed) return 'not claimed';
+      owner = claimed.leaseOwner!;
+    } else owner = worker.lease;
     const started = await startStep(db, { executionId: id, projectId: w.projectId, index: 0, name: 's0', owner });
     if (started === 'lease_lost') return 'lease lost';
     const status = started === 'started' ? 'succeeded' : 'cancelled';
@@ -187,7 +200,7 @@ export function actorsFor(w: World, names: readonly ActorName[], withFile: boole
   const byName: Record<ActorName, () => Actor> = {
     original: () => submitActor(w, 'original', withFile),
     resend: () => submitActor(w, 'resend', withFile),
-    'worker(bound)': () => ({ name: 'worker(bound)', startWhen: isBound, run: (db, outcomes) => work(w, db, bound(outcomes)!, 'w-bound', true) }),
+    'worker(bound)': () => ({ name: 'worker(bound)', startWhen: isBound, run: (db, outcomes) => work(w, db, bound(outcomes)!, { claimAs: 'w-bound' }) }),
     'cancel(bound)': () => ({
       name: 'cancel(bound)',
       startWhen: isBound,
@@ -197,14 +210,16 @@ export function actorsFor(w: World, names: readonly ActorName[], withFile: boole
       },
     }),
     'submit(other key)': () => otherSubmitActor(w),
-    'worker(running)': () => ({ name: 'worker(running)', run: (db) => work(w, db, w.running, 'live-worker', false) }),
-    'worker(queued)': () => ({ name: 'worker(queued)', run: (db) => work(w, db, w.queued, 'w-queued', true) }),
+    'worker(running)': () => ({ name: 'worker(running)', run: (db) => work(w, db, w.running, { lease: w.runningLease }) }),
+    'worker(queued)': () => ({ name: 'worker(queued)', run: (db) => work(w, db, w.queued, { claimAs: 'w-queued' }) }),
     'cancel(queued)': () => ({
       name: 'cancel(queued)',
       run: async (db) => (await cancelExecution(db, w.projectId, (await getExecution(db, w.projectId, w.queued))!)).kind,
     }),
-    'worker(expired)': () => ({ name: 'worker(expired)', run: (db) => work(w, db, w.expired, 'w-takeover', true) }),
-    'zombie(expired)': () => ({ name: 'zombie(expired)', run: (db) => work(w, db, w.expired, 'dead-worker', false) }),
+    'worker(expired)': () => ({ name: 'worker(expired)', run: (db) => work(w, db, w.expired, { claimAs: 'w-takeover' }) }),
+    'zombie(expired)': () => ({ name: 'zombie(expired)', run: (db) => work(w, db, w.expired, { lease: w.expiredLease }) }),
+    // the reaper re-dispatched it and the message reached the same process again
+    'reclaim(expired)': () => ({ name: 'reclaim(expired)', run: (db) => work(w, db, w.expired, { claimAs: DEAD_WORKER }) }),
     reaper: () => ({
       name: 'reaper',
       run: async (db) => {
@@ -245,6 +260,7 @@ export const ACTOR_NAMES = [
   'cancel(queued)',
   'worker(expired)',
   'zombie(expired)',
+  'reclaim(expired)',
   'reaper',
   'janitor',
   'clock',
