@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { publishPrices } from '@tes/db';
 import { useTestDatabase } from '@tes/testing';
 import { violations } from './interleavings/invariants';
-import { ACTOR_NAMES, actorsFor, makeWorld, retireWorld, type ActorName } from './interleavings/scenario';
+import { ACTOR_NAMES, actorsFor, KEY, makeWorld, retireWorld, type ActorName, type World } from './interleavings/scenario';
 import { interleave, openLane, type Lane, type Schedule } from './interleavings/scheduler';
 
 /*
@@ -52,13 +52,13 @@ const schedule: fc.Arbitrary<Schedule> = fc.record({
 });
 
 async function runSchedule(names: readonly ActorName[], withFile: boolean, s: Schedule): Promise<void> {
-  const world = await makeWorld(db, priceVersion);
+  const world = await makeWorld(db, priceVersion, withFile);
   try {
-    const { outcomes, trace } = await interleave(db, lanes, actorsFor(world, names, withFile), s);
+    const { outcomes, trace } = await interleave(db, lanes, actorsFor(world, names), s);
     if (process.env.INTERLEAVINGS_TRACE) console.log(trace.join('\n'));
     for (const [name, o] of outcomes) hit(`${name}:${o.ok === true ? JSON.stringify(o.value).replace(/exe_\w+/g, 'id') : o.ok === false ? 'failed' : o.ok}`);
     if (trace.some((t) => t.includes('waits on a lock'))) hit('runs with a lock wait');
-    if (names.includes('janitor') && (await uploadKeptInUse(world.fileId))) hit('janitor kept an expired upload in use');
+    if (names.includes('janitor') && (await uploadKeptInUse(world))) hit('janitor kept an expired upload in use');
     const found = await violations(world, outcomes);
     if (found.length > 0) throw new Error(`${found.join('\n')}\n-- schedule:\n${trace.join('\n')}`);
   } finally {
@@ -66,12 +66,14 @@ async function runSchedule(names: readonly ActorName[], withFile: boolean, s: Sc
   }
 }
 
-/** The upload expired, is not deleted, and an open execution reads it (so a janitor that ran had to keep it). */
-async function uploadKeptInUse(fileId: string): Promise<boolean> {
+/** The upload expired, is not deleted, and the open execution bound to KEY reads it (so a janitor that ran had to keep it). */
+async function uploadKeptInUse(w: World): Promise<boolean> {
+  if (!w.readsFile) return false;
   const res = await db.raw<{ rows: unknown[] }>(
-    `SELECT 1 FROM files f JOIN execution_files ef ON ef.file_id = f.id JOIN executions e ON e.id = ef.execution_id
-      WHERE f.id = :fileId AND f.expires_at < tes_now() AND f.deleted_at IS NULL AND e.status IN ('queued', 'running', 'waiting', 'needs_review')`,
-    { fileId },
+    `SELECT 1 FROM files f, executions e
+      WHERE f.id = :fileId AND f.expires_at < tes_now() AND f.deleted_at IS NULL
+        AND e.project_id = f.project_id AND e.idempotency_key = :key AND e.status IN ('queued', 'running', 'waiting', 'needs_review')`,
+    { fileId: w.fileId, key: KEY },
   );
   return res.rows.length > 0;
 }

@@ -109,15 +109,11 @@ export async function violations(w: World, outcomes: ReadonlyMap<string, Outcome
 
   // The janitor never deletes an upload that an execution which has not ended reads.
   for (const key of w.deletedInUse) out.push(`the janitor deleted ${key} while an open execution read it`);
-  const inUse = await w
-    .db('execution_files as ef')
-    .join('executions as e', 'e.id', 'ef.execution_id')
-    .join('files as f', 'f.id', 'ef.file_id')
-    .where('e.project_id', w.projectId)
-    .whereIn('e.status', OPEN)
-    .whereNotNull('f.deleted_at')
-    .select('f.id', 'e.id as execution');
-  for (const r of inUse as { id: string; execution: string }[]) out.push(`upload ${r.id} is deleted and open execution ${r.execution} reads it`);
+  const reader = keyed[0];
+  if (w.readsFile && reader && OPEN.includes(reader.status)) {
+    const file = (await w.db.raw<{ rows: { deleted_at: Date | null }[] }>('SELECT deleted_at FROM files WHERE id = :id', { id: w.fileId })).rows[0];
+    if (file?.deleted_at) out.push(`upload ${w.fileId} is deleted and the open execution ${reader.id} names it`);
+  }
 
   const audit = await auditLedger(w.db);
   for (const p of audit.problems.filter((x) => x.projectId === undefined || x.projectId === w.projectId)) out.push(`ledger audit: ${JSON.stringify(p)}`);

@@ -42,6 +42,9 @@ export interface World {
   priceVersion: string;
   /** An upload that expires while the schedule runs (when the clock actor moves). */
   fileId: string;
+  fileKey: string;
+  /** Whether the submits of KEY name the upload (so the execution bound to KEY reads it). */
+  readsFile: boolean;
   /** Queued, dispatch deadline at +5 min (the reaper re-dispatches it after the clock moved). */
   queued: string;
   /** Running under `live-worker` with a live lease and step 0 started. */
@@ -72,7 +75,7 @@ const submitInput = (w: Pick<World, 'projectId' | 'keyId' | 'priceVersion'>, id:
 });
 
 /** A fresh project and its executions, at model time 0, written in order on the observer's pool. */
-export async function makeWorld(db: Knex, priceVersion: string): Promise<World> {
+export async function makeWorld(db: Knex, priceVersion: string, readsFile: boolean): Promise<World> {
   await setClock(db, 0);
   const p = await seedProject(db, { creditMicros: CREDIT });
   const base = { projectId: p.projectId, keyId: p.keyId, priceVersion };
@@ -102,7 +105,7 @@ export async function makeWorld(db: Knex, priceVersion: string): Promise<World> 
   ] as const) {
     await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 's0', owner });
   }
-  return { db, ...base, fileId: file.id, queued, running, runningLease, expired, expiredLease, deletedInUse: [] };
+  return { db, ...base, fileId: file.id, fileKey: file.storageKey, readsFile, queued, running, runningLease, expired, expiredLease, deletedInUse: [] };
 }
 
 /** Ends what a run left open (failed, nothing charged) and its upload, so the next run's reaper and janitor see only their own world. */
@@ -134,12 +137,12 @@ export function bound(outcomes: ReadonlyMap<string, Outcome>): string | undefine
 const isBound = (o: ReadonlyMap<string, Outcome>) => bound(o) !== undefined;
 
 /** A submit of KEY: the original, or a client's resend of it (same key, its own new id). */
-function submitActor(w: World, name: string, withFile: boolean): Actor {
+function submitActor(w: World, name: string): Actor {
   return {
     name,
     run: async (db) => {
       try {
-        const res: SubmitResult = await submitExecution(db, submitInput(w, newId('exe'), KEY, withFile ? [w.fileId] : []));
+        const res: SubmitResult = await submitExecution(db, submitInput(w, newId('exe'), KEY, w.readsFile ? [w.fileId] : []));
         return { kind: res.kind, id: res.execution.id };
       } catch (err) {
         if (isAppError(err) && err.code === 'file_not_found') return { kind: 'file_not_found' };
@@ -187,19 +190,21 @@ function work(w: World, db: Knex, id: string, worker: { claimAs: string } | { le
 }
 
 /** Builds the actors of a run; the ones that need the bound id read it from the outcomes so far. */
-export function actorsFor(w: World, names: readonly ActorName[], withFile: boolean): Actor[] {
+export function actorsFor(w: World, names: readonly ActorName[]): Actor[] {
   const deleteObject = async (key: string) => {
-    // the object goes now, while the janitor holds the row: nobody may be reading it
+    // The object goes now, while the janitor holds the row: the execution that names the upload
+    // in its arguments must have ended (asked of the executions, not of execution_files, which
+    // is what the janitor itself trusts).
+    if (key !== w.fileKey || !w.readsFile) return;
     const readers = await w.db.raw<{ rows: unknown[] }>(
-      `SELECT 1 FROM files f JOIN execution_files ef ON ef.file_id = f.id JOIN executions e ON e.id = ef.execution_id
-        WHERE f.storage_key = :key AND e.status IN ('queued', 'running', 'waiting', 'needs_review')`,
-      { key },
+      `SELECT 1 FROM executions WHERE project_id = :projectId AND idempotency_key = :key AND status IN ('queued', 'running', 'waiting', 'needs_review')`,
+      { projectId: w.projectId, key: KEY },
     );
     if (readers.rows.length > 0) w.deletedInUse.push(key);
   };
   const byName: Record<ActorName, () => Actor> = {
-    original: () => submitActor(w, 'original', withFile),
-    resend: () => submitActor(w, 'resend', withFile),
+    original: () => submitActor(w, 'original'),
+    resend: () => submitActor(w, 'resend'),
     'worker(bound)': () => ({ name: 'worker(bound)', startWhen: isBound, run: (db, outcomes) => work(w, db, bound(outcomes)!, { claimAs: 'w-bound' }) }),
     'cancel(bound)': () => ({
       name: 'cancel(bound)',
