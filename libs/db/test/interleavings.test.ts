@@ -111,7 +111,7 @@ it('submits, workers, a zombie, cancels, the reaper, the janitor and the clock i
     .filter(({ ns }) => !(ns.includes('resend') && ns.some(endsBound)) && !(ns.includes('reclaim(expired)') && ns.includes('zombie(expired)')));
   await fc.assert(
     fc.asyncProperty(names, schedule, ({ ns, withFile }, s) => runSchedule(ns, withFile, s)),
-    params(25),
+    params(20),
   );
 }, 300_000);
 
@@ -126,7 +126,7 @@ it('a resend racing its original and the settlement of their execution never dea
     .map(({ holder, extra }): ActorName[] => ['original', 'resend', 'worker(bound)', holder, ...extra]);
   await fc.assert(
     fc.asyncProperty(names, fc.boolean(), schedule, (ns, withFile, s) => runSchedule(ns, withFile, s)),
-    params(70),
+    params(60),
   );
 }, 300_000);
 
@@ -138,6 +138,6 @@ it('a stale run of a worker that claimed its execution again writes nothing (iss
     .map((extra): ActorName[] => ['zombie(expired)', 'reclaim(expired)', ...extra]);
   await fc.assert(
     fc.asyncProperty(names, schedule, (ns, s) => runSchedule(ns, false, s)),
-    params(15),
+    params(12),
   );
 }, 300_000);
