@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { publishPrices } from '@tes/db';
+import { auditLedger, publishPrices } from '@tes/db';
 import { useTestDatabase } from '@tes/testing';
 import { violations } from './interleavings/invariants';
 import { ACTOR_NAMES, actorsFor, KEY, makeWorld, retireWorld, type ActorName, type World } from './interleavings/scenario';
@@ -39,6 +39,8 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const lane of lanes) await lane.db.destroy();
+  // every run checked its own project; the whole ledger too, once all of them are retired
+  expect((await auditLedger(db)).problems).toEqual([]);
   console.log(`interleavings: ${JSON.stringify(Object.fromEntries([...stats].sort()))}`);
 });
 
