@@ -3,10 +3,10 @@ import type { Knex } from 'knex';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { Catalog } from '@tes/catalog';
 import { abandonExecution, createDb, MAX_ATTEMPTS, reapExpiredLeases, type ExecutionMessage } from '@tes/db';
-import { createNullLogger, createMetrics } from '@tes/observability';
+import { createLogger, createMetrics } from '@tes/observability';
 import { GuardedHttp } from '@tes/outbound';
 import type { ObjectStore } from '@tes/storage';
-import { startTcpRelay, type EmbeddedS3, type TcpRelay } from '@tes/testing';
+import { CaptureTransport, startTcpRelay, type EmbeddedS3, type TcpRelay } from '@tes/testing';
 import { StepEngine } from '../../src/engine';
 import { FakeProvider, MODEL_TOOL, modelRunner } from './tool';
 
@@ -42,6 +42,8 @@ export class MiniStack {
   readonly provider = new FakeProvider();
   /** Errors the engine threw (a real consumer nacks them; here they go back on the queue). */
   readonly thrown: unknown[] = [];
+  /** What the engines logged (their event names tell which faults bit: worker.lease.lost, worker.execution.released, ...). */
+  readonly logs = new CaptureTransport();
   private readonly queue: ExecutionMessage[] = [];
   private readonly timers = new Set<NodeJS.Timeout>();
   private current: RunningEngine | undefined;
@@ -101,7 +103,7 @@ export class MiniStack {
       catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
       store: this.o.store,
       runners: { [MODEL_TOOL.name]: modelRunner(this.provider) },
-      logger: createNullLogger(),
+      logger: createLogger({ service: 'worker', level: 'debug', transports: [this.logs] }),
       metrics: createMetrics('test', false),
       leaseTtlMs: this.o.leaseTtlMs,
       artifactPutTimeoutMs: this.o.artifactPutTimeoutMs,
