@@ -35,7 +35,7 @@ import { modelPrices, submitModel, UNIT_MICROS, type ModelStep } from './engine-
  *
  * The first run is always SLOW_UPLOADS, then random ones. A failure prints the seed and the
  * counterexample (no shrinking: each run takes seconds);
- * replay with ENGINE_MODEL_SEED=<seed>; ENGINE_MODEL_RUNS sets the number of runs (default 6).
+ * replay with ENGINE_MODEL_SEED=<seed>; ENGINE_MODEL_RUNS sets the number of runs (default 5).
  */
 const LEASE_TTL_MS = 1_500;
 const SLOW_PUT_MS = 2_500;
@@ -192,7 +192,7 @@ test('the real StepEngine under slow uploads, stalled renewals and restarts: eve
         runs += 1;
         await run(sc);
       }),
-      { numRuns: Number(process.env.ENGINE_MODEL_RUNS ?? 6), seed, endOnFailure: true, examples: [[SLOW_UPLOADS]] },
+      { numRuns: Number(process.env.ENGINE_MODEL_RUNS ?? 5), seed, endOnFailure: true, examples: [[SLOW_UPLOADS]] },
     );
   } finally {
     console.log(

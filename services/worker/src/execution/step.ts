@@ -48,7 +48,9 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
   const onLeaseLost = () => controller.abort(lease.reason);
   deps.shutdown.addEventListener('abort', onShutdown, { once: true });
   lease.addEventListener('abort', onLeaseLost, { once: true });
-  if (lease.aborted) onLeaseLost();
+  // a listener added to an aborted signal never runs: a shutdown or a loss that came first counts too
+  if (deps.shutdown.aborted) onShutdown();
+  else if (lease.aborted) onLeaseLost();
   // A provider reference this step has (recorded now or on an earlier run): past it, the
   // provider has the job, may finish it and bill for it.
   let providerRef = resumed?.externalRef ?? null;
