@@ -1,9 +1,14 @@
 import type { Knex } from 'knex';
 import { auditLedger, claimExecution, createDb, type StepRecord } from '@tes/db';
-import { createLogger, createMetrics } from '@tes/observability';
-import { CaptureTransport, seedProject, useTestDatabase } from '@tes/testing';
+import { Catalog } from '@tes/catalog';
+import { createLogger, createMetrics, createNullLogger } from '@tes/observability';
+import { GuardedHttp } from '@tes/outbound';
+import { ObjectStore } from '@tes/storage';
+import { CaptureTransport, seedProject, startEmbeddedS3, useTestDatabase } from '@tes/testing';
+import { StepEngine } from '../src/engine';
 import { settle } from '../src/execution/settle';
-import { modelPrices, submitModel } from './engine-model/tool';
+import { bucketKeys } from './engine-model/stack';
+import { FakeProvider, MODEL_TOOL, modelPrices, modelRunner, submitModel } from './engine-model/tool';
 
 /**
  * Issue #26, defect 4, the worker's side: a settlement killed by a deadlock (40P01) was thrown
@@ -71,4 +76,77 @@ it('a settlement killed by a deadlock is retried in place: the execution settles
   expect(row).toEqual({ status: 'succeeded', charged_micros: 700, attempts: 0 });
   expect(await db('ledger_entries').where({ execution_id: id, kind: 'settle', account: 'charged' }).count({ n: '*' })).toEqual([{ n: 1 }]);
   expect((await auditLedger(db)).ok).toBe(true);
+}, 60_000);
+
+it('a settlement that keeps deadlocking is given back: no attempt spent, its objects deleted, and the next claim finishes it', async () => {
+  const s3 = await startEmbeddedS3();
+  const store = new ObjectStore({
+    endpoint: s3.endpoint,
+    publicEndpoint: s3.endpoint,
+    bucket: 'settle-deadlock',
+    region: 'us-east-1',
+    accessKeyId: s3.accessKeyId,
+    secretAccessKey: s3.secretAccessKey,
+  });
+  try {
+    await store.ensureBucket();
+    const p = await seedProject(db, { creditMicros: 100_000 });
+    const id = await submitModel(db, p, await modelPrices(db), { steps: [{ ms: 0, file: true, external: false }] });
+    // Postgres answers this execution's settlement with a deadlock, whatever the retries do
+    await db.raw(`CREATE FUNCTION test_deadlock() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'deadlock detected (injected)' USING ERRCODE = '40P01'; END $$`);
+    await db.raw(
+      `CREATE TRIGGER test_deadlock BEFORE UPDATE ON executions FOR EACH ROW
+        WHEN (NEW.id = '${id}' AND NEW.status = 'succeeded') EXECUTE FUNCTION test_deadlock()`,
+    );
+    const resent: string[] = [];
+    const provider = new FakeProvider();
+    const engine = new StepEngine({
+      db: workerDb,
+      catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
+      store,
+      runners: { [MODEL_TOOL.name]: modelRunner(provider) },
+      logger: createNullLogger(),
+      metrics: createMetrics('test', false),
+      leaseTtlMs: 10_000,
+      artifactPutTimeoutMs: 10_000,
+      workerId: 'wrk_deadlocked',
+      waitMs: 100,
+      publishLater: (m) => {
+        resent.push(m.executionId);
+        return Promise.resolve();
+      },
+      providers: {
+        http: new GuardedHttp({ allowPrivateNetworks: false }),
+        baseUrls: { replicate: '', fal: '', openai: '' },
+        credentials: {},
+        jobTimeoutMs: 1_000,
+      },
+    });
+    try {
+      // before the fix: the 40P01 was thrown out of handle (a nack), the lease held until it expired
+      expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+      expect(resent).toEqual([id]);
+      expect(await db('executions').where({ id }).first('status', 'lease_owner', 'attempts')).toEqual({ status: 'running', lease_owner: null, attempts: 0 });
+      expect(await bucketKeys(s3, 'settle-deadlock')).toEqual([]);
+      await db.raw('DROP TRIGGER test_deadlock ON executions');
+      expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+    } finally {
+      await engine.sandbox.stop();
+    }
+    expect(await db('executions').where({ id }).first('status', 'attempts', 'charged_micros')).toEqual({
+      status: 'succeeded',
+      attempts: 0,
+      charged_micros: 1_000,
+    });
+    const named = await db('artifacts').where({ execution_id: id }).pluck('storage_key');
+    expect(await bucketKeys(s3, 'settle-deadlock')).toEqual(named);
+    expect(named).toHaveLength(1);
+    expect((await auditLedger(db)).ok).toBe(true);
+  } finally {
+    await db.raw('DROP TRIGGER IF EXISTS test_deadlock ON executions');
+    await db.raw('DROP FUNCTION IF EXISTS test_deadlock()');
+    store.close();
+    await s3.stop();
+  }
 }, 60_000);
