@@ -49,6 +49,8 @@ export interface Config {
   readonly rateLimitPerMinute: number;
   readonly logLevel: string;
   readonly leaseTtlMs: number;
+  /** The longest one artifact's upload to S3 may take before the step's end is given up. */
+  readonly artifactPutTimeoutMs: number;
   readonly presignTtlSeconds: number;
   readonly shutdownTimeoutMs: number;
   readonly settingsCacheTtlMs: number;
@@ -295,6 +297,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', 120, 1, 10_000_000),
     logLevel,
     leaseTtlMs: int('LEASE_TTL_MS', 30_000, 1_000, 3_600_000),
+    artifactPutTimeoutMs: int('ARTIFACT_PUT_TIMEOUT_MS', 120_000, 1_000, 3_600_000),
     presignTtlSeconds: int('PRESIGN_TTL_SECONDS', 300, 1, 300),
     shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
     settingsCacheTtlMs: int('SETTINGS_CACHE_TTL_MS', 2_000, 0, 60_000),

@@ -3,10 +3,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 interface KoaContext {
   method: string;
+  path: string;
+  req: IncomingMessage;
   headers: Record<string, string | string[] | undefined>;
   query: Record<string, string | string[] | undefined>;
 }
@@ -32,7 +35,31 @@ export interface EmbeddedS3 {
   endpoint: string;
   accessKeyId: string;
   secretAccessKey: string;
+  /**
+   * Fault injection: every object PUT received from now on waits `ms` before it is handled (a
+   * slow network or an overloaded S3); one whose client gave up meanwhile is not stored. 0: none.
+   */
+  delayObjectPuts(ms: number): void;
+  /** Object PUTs received so far (whether stored or not; bucket creation is not one). */
+  objectPuts(): number;
   stop(): Promise<void>;
+}
+
+/** Counts object PUTs and holds each for the delay the test set (see EmbeddedS3.delayObjectPuts). */
+function objectPutFaults(): { middleware: KoaMiddleware; delay: (ms: number) => void; count: () => number } {
+  let delayMs = 0;
+  let puts = 0;
+  const middleware: KoaMiddleware = async (ctx, next) => {
+    if (ctx.method !== 'PUT' || !/^\/[^/]+\/./.test(ctx.path)) return next();
+    puts += 1;
+    if (delayMs > 0) {
+      await sleep(delayMs);
+      // as S3 does with a request whose body never fully arrived: nothing is stored
+      if (ctx.req.socket.destroyed) throw new S3Error('RequestTimeout', 'the client went away during the upload');
+    }
+    return next();
+  };
+  return { middleware, delay: (ms) => (delayMs = ms), count: () => puts };
 }
 
 /**
@@ -74,7 +101,8 @@ export async function startEmbeddedS3(options: { port?: number; address?: string
     allowMismatchedSignatures: false,
   });
   // first in the chain: before s3rver's router, whose CORS and website handlers run ahead of its signature check
-  server.middleware.unshift(requireSigV4);
+  const faults = objectPutFaults();
+  server.middleware.unshift(requireSigV4, faults.middleware);
   let addr: AddressInfo;
   try {
     addr = await server.run();
@@ -87,6 +115,8 @@ export async function startEmbeddedS3(options: { port?: number; address?: string
     endpoint: `http://127.0.0.1:${addr.port}`,
     accessKeyId,
     secretAccessKey,
+    delayObjectPuts: faults.delay,
+    objectPuts: faults.count,
     stop: async () => {
       server.httpServer?.closeAllConnections();
       await server.close().catch(() => undefined);

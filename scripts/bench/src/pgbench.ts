@@ -35,7 +35,8 @@ WITH f AS (
            OR (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END)
               + reserved_micros + :amount::bigint <= monthly_cap_micros)
       AND (SELECT count(*) FROM f) = cardinality('{}'::text[])
-      AND tes_submit_guard('tes.binding.prj_pgb_' || :p::text || '.idem_' || :client_id::text || '_' || :r::text, :pv::text)
+      AND tes_submit_guard('tes.binding.prj_pgb_' || :p::text || '.idem_' || :client_id::text || '_' || :r::text, :pv::text,
+                           'prj_pgb_' || :p::text, ('idem_' || :client_id || '_' || :r)::text)
     RETURNING id
  ), e AS (
    INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,

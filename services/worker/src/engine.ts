@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
-import { claimExecution, isConnectionError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
+import { performance } from 'node:perf_hooks';
+import { claimExecution, isConnectionError, isRetryableTransactionError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
 import type { Delivery, Disposition } from '@tes/messaging';
 import { withSpan } from '@tes/tracing';
 import { cachedPriceLists, LeaseLost, ShuttingDown, type ExecutionDeps } from './execution/context';
+import { LeaseKeeper } from './execution/lease';
 import { runExecution } from './execution/run';
 import { WorkDir } from './execution/work-dir';
 import { SharpSandbox } from './media/sharp-sandbox';
@@ -113,6 +115,7 @@ export class StepEngine {
 
   private async handleClaimed(executionId: string, message: ExecutionMessage, category: string, delivery?: Delivery): Promise<Disposition> {
     const { db, logger, workerId, leaseTtlMs } = this.deps;
+    const claimSentAt = performance.now();
     const execution = await withSpan('execution.claim', (span) => {
       span.setAttribute('tes.execution.id', executionId);
       return claimExecution(db, executionId, workerId, leaseTtlMs);
@@ -138,8 +141,11 @@ export class StepEngine {
     // finally: the early ack is cancelled at once, and the message goes out while the scratch
     // folder is removed.
     let resent: Promise<Disposition>;
+    // Renews from the claim until the execution ended, waits or is given back (see LeaseKeeper).
+    const lease = new LeaseKeeper(this.execution, executionId, claimSentAt);
     try {
-      if ((await runExecution(this.execution, execution, workDir)) === 'waiting') {
+      const ran = await runExecution(this.execution, execution, workDir, lease.signal).finally(() => lease.stop());
+      if (ran === 'waiting') {
         resent = this.later(message, category, 'waiting', true);
       } else {
         crashPoint('worker.after_settle');
@@ -151,12 +157,17 @@ export class StepEngine {
         return 'ack';
       }
       const shuttingDown = err instanceof ShuttingDown || this.shutdown.signal.aborted;
-      if (shuttingDown || isConnectionError(err)) {
+      // A deadlock or serialization failure the settlement's retries did not get past rolled
+      // its statement back: nothing is wrong with the execution, so it is given back like work
+      // at a shutdown, spending no attempt (a nack would hold the lease until it expired, and
+      // the reaper would count that as a crash).
+      const reason = shuttingDown ? 'shutdown' : isConnectionError(err) ? 'infrastructure' : isRetryableTransactionError(err) ? 'contention' : null;
+      if (reason) {
         // Give the execution back (if the database answers; else its lease simply expires)
         // and have it come back later; the next claim resumes after the last completed step.
         await releaseLease(db, executionId, workerId, this.execution.recheckDeadlineMs).catch(() => undefined);
-        logger.info('worker.execution.released', { ...log, reason: shuttingDown ? 'shutdown' : 'infrastructure' });
-        resent = this.later(message, category, shuttingDown ? 'shutdown' : 'infrastructure');
+        logger.info('worker.execution.released', { ...log, reason });
+        resent = this.later(message, category, reason);
       } else throw err;
     } finally {
       clearTimeout(earlyAck);

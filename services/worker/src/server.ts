@@ -53,6 +53,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
     logger,
     metrics,
     leaseTtlMs: config.leaseTtlMs,
+    artifactPutTimeoutMs: config.artifactPutTimeoutMs,
     workerId,
     waitMs: config.waitRecheckMs,
     // a delayed message carries the trace on: the re-check continues the submit's trace

@@ -76,6 +76,7 @@ function engineFor(definition: ToolDefinition, runner: AnyRunner): StepEngine {
     logger: createNullLogger(),
     metrics: createMetrics('test', false),
     leaseTtlMs: 10_000,
+    artifactPutTimeoutMs: 30_000,
     workerId: 'wrk_clock',
     waitMs: 1_000,
     // a waiting execution is handed back; the test hands it in again itself

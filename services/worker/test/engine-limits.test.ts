@@ -73,6 +73,7 @@ function engineFor(
     logger: extra.logger ?? createNullLogger(),
     metrics: extra.metrics ?? createMetrics('test', false),
     leaseTtlMs: 10_000,
+    artifactPutTimeoutMs: 30_000,
     workerId: 'wrk_test',
     waitMs: 1_000,
     publishLater: async () => Promise.reject(new Error('nothing is deferred here')),

@@ -66,12 +66,14 @@ const SUBMIT_SQL = `WITH f AS (
              OR (CASE WHEN cap_month >= tes_month() THEN month_charged_micros ELSE 0 END)
                 + reserved_micros + :reserved::bigint <= monthly_cap_micros)
         AND (SELECT count(*) FROM f) = cardinality(:fileIds::text[])
-        AND tes_submit_guard(:bindingLock, :priceVersion)
         -- A bound key takes no lock on the balance row: its insert would wait on the bound
         -- execution's row, which a settlement holding that row then wants the balance row for
-        -- (a deadlock). Read from the snapshot, so it waits for nobody; a twin still in flight
-        -- holds the balance row, and this statement queues behind it instead.
+        -- (a deadlock). This NOT EXISTS reads the statement's snapshot, so it waits for nobody,
+        -- but misses an original that committed after this statement began (a resend sent
+        -- while its original was in flight): the guard reads the binding again under the key's
+        -- lock, with a fresh snapshot, and refuses then (migration 20261126000030).
         AND NOT EXISTS (SELECT 1 FROM executions b WHERE b.project_id = :projectId AND b.idempotency_key = :idempotencyKey)
+        AND tes_submit_guard(:bindingLock, :priceVersion, :projectId, :idempotencyKey)
       RETURNING id
    ), e AS (
      INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,

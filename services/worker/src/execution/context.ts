@@ -17,6 +17,8 @@ export interface ExecutionDeps {
   logger: Logger;
   metrics: Metrics;
   leaseTtlMs: number;
+  /** The longest one artifact's upload may take (ARTIFACT_PUT_TIMEOUT_MS). */
+  artifactPutTimeoutMs: number;
   /** Unique per process: the lease owner written on claimed executions. */
   workerId: string;
   providers: ProviderSetup;

@@ -1,6 +1,6 @@
 import { MAX_STEPS, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import { enterWaiting, finishStep, getSteps, isConnectionError, startStep, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { enterWaiting, finishStep, getSteps, isConnectionError, isRetryableTransactionError, startStep, type ExecutionRecord, type StepRecord } from '@tes/db';
 import { withSpan } from '@tes/tracing';
 import { hasProgram } from '../programs';
 import { OutcomeUnknown } from '../outcome-unknown';
@@ -15,9 +15,16 @@ import type { WorkDir } from './work-dir';
  * Runs a claimed execution's remaining steps in order, recording each before and after it
  * runs, and settles it; 'waiting' when a provider step waits for its job (the caller has it
  * come back). Stops before a new step when cancellation was requested. Throws LeaseLost when
- * fenced out, ShuttingDown or a connection error when the execution must be given back.
+ * fenced out or when `lease` (the execution's LeaseKeeper signal, renewing from the claim to the
+ * end) aborted; ShuttingDown, a connection error or a deadlock or serialization failure that
+ * outlasted the settlement's retries when the execution must be given back.
  */
-export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { firstClaim: boolean }, workDir: WorkDir): Promise<'ended' | 'waiting'> {
+export async function runExecution(
+  deps: ExecutionDeps,
+  e: ExecutionRecord & { firstClaim: boolean },
+  workDir: WorkDir,
+  lease: AbortSignal,
+): Promise<'ended' | 'waiting'> {
   const { db, catalog, logger, workerId } = deps;
   const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
   const tool = catalog.get(e.tool);
@@ -42,6 +49,7 @@ export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { f
   for (let index = 0; index < plan.length; index++) {
     const step = plan[index]!;
     const name = step.label ?? step.name;
+    if (lease.aborted) throw lease.reason; // no step starts on a lease this worker cannot vouch for
     const recorded = steps.find((s) => s.index === index);
     if (recorded?.status === 'succeeded') continue;
     if (index >= MAX_STEPS) {
@@ -73,7 +81,7 @@ export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { f
       // the span's units and cost are added by runStep once priced
       result = await withSpan('execution.step', (span) => {
         span.setAttributes({ 'tes.tool': e.tool, 'tes.model': e.model, 'tes.step.index': index, 'tes.step.name': name });
-        return runStep(deps, { execution: e, tool, runner, index, step, previous: steps, prices, workDir, resumed: resuming ? recorded : undefined });
+        return runStep(deps, { execution: e, tool, runner, index, step, previous: steps, prices, workDir, resumed: resuming ? recorded : undefined, lease });
       });
     } catch (err) {
       if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
@@ -99,7 +107,9 @@ export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { f
       logger.info('worker.step.waiting', { ...log, step: index, name });
       return 'waiting';
     }
-    const artifacts = await storeFiles(deps, e, index, result.files ?? []);
+    // The lease is still renewed here and through the statement that records the step's end:
+    // an upload that outlasts the TTL must not hand the execution to another attempt.
+    const artifacts = await storeFiles(deps, e, index, result.files ?? [], AbortSignal.any([lease, deps.shutdown]));
     const checkpoint = { ...(result.checkpoint ?? {}), artifacts: artifacts.map(summary), facts: result.facts ?? {} };
     const outcome = {
       executionId: e.id,
@@ -114,17 +124,23 @@ export async function runExecution(deps: ExecutionDeps, e: ExecutionRecord & { f
     const after = recordLocally(steps, e.id, index, name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
     if (index === plan.length - 1) {
       // The last step: its end and the settlement in one statement (one round trip and one
-      // commit, all or nothing). Fenced out, nothing was written and no row names the objects.
+      // commit, all or nothing). Fenced out, or rolled back by a deadlock or serialization
+      // failure its retries did not get past, nothing was written and no row names the objects.
+      // (A connection error may have come after the commit: then the objects are kept.)
       const settled = await settle(deps, e, 'succeeded', after, { output: executionOutput(after) }, outcome).catch(async (err: unknown) => {
-        if (err instanceof LeaseLost) await discardArtifacts(deps, artifacts);
+        if (err instanceof LeaseLost || isRetryableTransactionError(err)) await discardArtifacts(deps, artifacts);
         throw err;
       });
       logger.info('worker.step.succeeded', { ...log, step: index, name, costMicros: result.costMicros });
       return settled;
     }
-    if (!(await finishStep(db, outcome))) {
-      // Fenced out: no row will ever name these objects, so they would stay in the bucket
-      // forever. (A finishStep that threw may have committed; its objects are kept.)
+    const finished = await finishStep(db, outcome).catch(async (err: unknown) => {
+      // rolled back for certain: nothing names the objects (other errors may follow a commit: kept)
+      if (isRetryableTransactionError(err)) await discardArtifacts(deps, artifacts);
+      throw err;
+    });
+    if (!finished) {
+      // Fenced out: no row will ever name these objects, so they would stay in the bucket forever.
       await discardArtifacts(deps, artifacts);
       throw new LeaseLost();
     }

@@ -1,13 +1,33 @@
-import { finishLastStepAndSettle, markNeedsReview, settleExecution, type ExecutionRecord, type SettleInput, type StepOutcome, type StepRecord } from '@tes/db';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  finishLastStepAndSettle,
+  isRetryableTransactionError,
+  markNeedsReview,
+  settleExecution,
+  type ExecutionRecord,
+  type SettleInput,
+  type StepOutcome,
+  type StepRecord,
+} from '@tes/db';
+import { backoffDelayMs } from '@tes/outbound';
 import { withSpan } from '@tes/tracing';
 import { LeaseLost, type ExecutionDeps } from './context';
 
 type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics' | 'workerId'>;
 
+/** Tries of a settlement statement that a deadlock or serialization failure rolled back. */
+const SETTLE_TRIES = 4;
+
 /**
  * Ends the execution (fenced by this worker's lease) and charges the sum of its succeeded
  * steps' costs. The sum is within the reservation because each billed step was capped at what
  * remained of it when it ran (runStep); settleExecution's LEAST(charged, reserved) backs that.
+ *
+ * The settlement is one statement, so a deadlock (40P01) or serialization failure (40001) rolled
+ * all of it back: it is sent again in place, up to SETTLE_TRIES times, a few ms apart (the other
+ * side of a deadlock, e.g. a submit holding the balance row, commits in that time). Spending the
+ * attempt instead would throw the step's work and artifacts away for a lock-order accident. Past
+ * the tries the error is thrown on, and the caller gives the execution back (no attempt spent).
  */
 export async function settle(
   deps: SettleDeps,
@@ -33,7 +53,7 @@ export async function settle(
   };
   const settled = await withSpan('execution.settle', (span) => {
     span.setAttributes({ 'tes.execution.status': status, 'tes.charged_micros': input.chargedMicros });
-    return lastStep ? finishLastStepAndSettle(db, lastStep, input) : settleExecution(db, input);
+    return retryRolledBack(deps, e.id, () => (lastStep ? finishLastStepAndSettle(db, lastStep, input) : settleExecution(db, input)));
   });
   timer({ outcome: settled ? status : 'fenced' });
   if (!settled) throw new LeaseLost();
@@ -50,6 +70,18 @@ export async function settle(
     reservedMicros: settled.reservedMicros,
   });
   return 'ended';
+}
+
+async function retryRolledBack<T>(deps: SettleDeps, executionId: string, statement: () => Promise<T>): Promise<T> {
+  for (let tried = 1; ; tried++) {
+    try {
+      return await statement();
+    } catch (err) {
+      if (!isRetryableTransactionError(err) || tried >= SETTLE_TRIES) throw err;
+      deps.logger.warn('worker.settle.retried', { executionId, tried, code: (err as { code?: string }).code });
+      await sleep(backoffDelayMs(tried, 20, 500));
+    }
+  }
 }
 
 /** A provider step's outcome is unknown: the execution waits for an operator, its reservation held. */

@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { databaseTime, getExecutionInputFile, recordExternalRef, renewLease, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { databaseTime, getExecutionInputFile, recordExternalRef, type ExecutionRecord, type StepRecord } from '@tes/db';
 import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
@@ -26,23 +26,31 @@ export interface StepRun {
   workDir: WorkDir;
   /** This step's record when a waiting provider step is re-checked, else undefined. */
   resumed: StepRecord | undefined;
+  /** The execution's LeaseKeeper signal: aborted (with LeaseLost) when the lease is lost. */
+  lease: AbortSignal;
 }
 
 /** A step's result as recorded: the runner's units priced into the step's cost. */
 export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
 
 /**
- * Runs one step under its deadline, renewing the lease while it runs (losing the lease or a
- * shutdown aborts it, with that as the reason), and prices what it reports.
+ * Runs one step under its deadline (losing the lease or a shutdown aborts it, with that as the
+ * reason), and prices what it reports. The lease is kept alive by the execution's LeaseKeeper,
+ * which outlives the step: its artifacts' upload and the statement recording its end follow.
  */
 export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<PricedResult | StepWait> {
-  const { db, workerId, leaseTtlMs } = deps;
-  const { execution: e, index, step, workDir, resumed } = run;
+  const { db, workerId } = deps;
+  const { execution: e, index, step, workDir, resumed, lease } = run;
   const name = step.label ?? step.name;
   const timeoutMs = step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
   const controller = new AbortController();
   const onShutdown = () => controller.abort(new ShuttingDown());
+  const onLeaseLost = () => controller.abort(lease.reason);
   deps.shutdown.addEventListener('abort', onShutdown, { once: true });
+  lease.addEventListener('abort', onLeaseLost, { once: true });
+  // a listener added to an aborted signal never runs: a shutdown or a loss that came first counts too
+  if (deps.shutdown.aborted) onShutdown();
+  else if (lease.aborted) onLeaseLost();
   // A provider reference this step has (recorded now or on an earlier run): past it, the
   // provider has the job, may finish it and bill for it.
   let providerRef = resumed?.externalRef ?? null;
@@ -54,17 +62,6 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
           new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`),
     );
   }, timeoutMs);
-  // Keep the lease alive while the step runs; losing it aborts the step.
-  const renew = setInterval(
-    () => {
-      renewLease(db, e.id, workerId, leaseTtlMs)
-        .then((r) => {
-          if (!r) controller.abort(new LeaseLost());
-        })
-        .catch(() => undefined);
-    },
-    Math.max(250, Math.floor(leaseTtlMs / 3)),
-  );
   try {
     const fn = run.runner[step.name];
     if (!fn) throw new StepError('internal_error', `${e.tool} has no step ${step.name}`);
@@ -101,8 +98,8 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
     throw controller.signal.aborted ? controller.signal.reason : err;
   } finally {
     clearTimeout(deadline);
-    clearInterval(renew);
     deps.shutdown.removeEventListener('abort', onShutdown);
+    lease.removeEventListener('abort', onLeaseLost);
   }
 }
 
