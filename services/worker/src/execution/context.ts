@@ -17,8 +17,6 @@ export interface ExecutionDeps {
   logger: Logger;
   metrics: Metrics;
   leaseTtlMs: number;
-  /** Unique per process: the lease owner written on claimed executions. */
-  workerId: string;
   providers: ProviderSetup;
   sandbox: SharpSandbox;
   /** Aborted when the worker shuts down: running steps stop and their executions are given back. */
@@ -29,7 +27,10 @@ export interface ExecutionDeps {
   recheckDeadlineMs: number;
 }
 
-/** This worker's lease is gone (expired, reaped): it must write nothing more for the execution. */
+/**
+ * This run's lease is gone (expired, reaped, or claimed again, even by this same worker): it
+ * must write nothing more for the execution.
+ */
 export class LeaseLost extends Error {
   constructor() {
     super('lease lost');

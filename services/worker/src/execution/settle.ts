@@ -1,24 +1,24 @@
-import { finishLastStepAndSettle, markNeedsReview, settleExecution, type ExecutionRecord, type SettleInput, type StepOutcome, type StepRecord } from '@tes/db';
+import { finishLastStepAndSettle, markNeedsReview, settleExecution, type ClaimedExecution, type SettleInput, type StepOutcome, type StepRecord } from '@tes/db';
 import { withSpan } from '@tes/tracing';
 import { LeaseLost, type ExecutionDeps } from './context';
 
-type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics' | 'workerId'>;
+type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics'>;
 
 /**
- * Ends the execution (fenced by this worker's lease) and charges the sum of its succeeded
+ * Ends the execution (fenced by the claim's lease) and charges the sum of its succeeded
  * steps' costs. The sum is within the reservation because each billed step was capped at what
  * remained of it when it ran (runStep); settleExecution's LEAST(charged, reserved) backs that.
  */
 export async function settle(
   deps: SettleDeps,
-  e: ExecutionRecord,
+  e: ClaimedExecution,
   status: 'succeeded' | 'failed' | 'cancelled',
   steps: StepRecord[],
   extra: { output?: Record<string, unknown>; errorCode?: string; errorMessage?: string },
   /** The last step's end, recorded in the settlement's statement (`steps` already include it). */
   lastStep?: StepOutcome,
 ): Promise<'ended'> {
-  const { db, logger, metrics, workerId } = deps;
+  const { db, logger, metrics } = deps;
   const timer = metrics.settlementDuration.startTimer();
   const input: SettleInput & { leaseOwner: string } = {
     executionId: e.id,
@@ -26,7 +26,7 @@ export async function settle(
     status,
     chargedMicros: chargedSoFar(steps),
     from: ['running'],
-    leaseOwner: workerId,
+    leaseOwner: e.lease,
     output: extra.output ?? null,
     errorCode: extra.errorCode ?? null,
     errorMessage: extra.errorMessage ?? null,
@@ -53,8 +53,8 @@ export async function settle(
 }
 
 /** A provider step's outcome is unknown: the execution waits for an operator, its reservation held. */
-export async function needsReview(deps: SettleDeps, e: ExecutionRecord, index: number, message: string): Promise<void> {
-  if (!(await markNeedsReview(deps.db, { executionId: e.id, owner: deps.workerId, errorCode: 'provider_outcome_unknown', errorMessage: message }))) {
+export async function needsReview(deps: SettleDeps, e: ClaimedExecution, index: number, message: string): Promise<void> {
+  if (!(await markNeedsReview(deps.db, { executionId: e.id, owner: e.lease, errorCode: 'provider_outcome_unknown', errorMessage: message }))) {
     throw new LeaseLost();
   }
   deps.metrics.executionsTotal.inc({ tool: e.tool, status: 'needs_review' });

@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { getExecutionInputFile, recordExternalRef, renewLease, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { getExecutionInputFile, recordExternalRef, renewLease, type ClaimedExecution, type ExecutionRecord, type StepRecord } from '@tes/db';
 import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
@@ -14,7 +14,8 @@ const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** One step to run, with what it needs to know about its execution. */
 export interface StepRun {
-  execution: ExecutionRecord;
+  /** The claimed execution; its `lease` fences this step's writes. */
+  execution: ClaimedExecution;
   tool: ToolDefinition;
   runner: AnyRunner;
   index: number;
@@ -36,7 +37,7 @@ export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
  * shutdown aborts it, with that as the reason), and prices what it reports.
  */
 export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<PricedResult | StepWait> {
-  const { db, workerId, leaseTtlMs } = deps;
+  const { db, leaseTtlMs } = deps;
   const { execution: e, index, step, workDir, resumed } = run;
   const name = step.label ?? step.name;
   const timeoutMs = step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
@@ -57,7 +58,7 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
   // Keep the lease alive while the step runs; losing it aborts the step.
   const renew = setInterval(
     () => {
-      renewLease(db, e.id, workerId, leaseTtlMs)
+      renewLease(db, e.id, e.lease, leaseTtlMs)
         .then((r) => {
           if (!r) controller.abort(new LeaseLost());
         })
@@ -79,7 +80,7 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
         externalRef: resumed?.externalRef ?? null,
         stepCheckpoint: resumed?.checkpoint ?? null,
         recordExternalRef: async (ref, checkpoint) => {
-          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
+          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: e.lease, externalRef: ref, checkpoint: checkpoint ?? null }))) {
             throw new LeaseLost();
           }
           providerRef = ref;
