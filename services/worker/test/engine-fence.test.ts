@@ -142,12 +142,14 @@ it('an engine does not start an execution it is already running when its message
     await until('the step to run', () => calls.length === 1);
     await leaseLostToTheReaper(message.executionId);
     const second = engine.handle(message, 'test');
-    // refused at once and sent to come back later; a second run would have called the step again
-    await until('the second message to be answered', () => deferred.length > 0 || calls.length > 1);
+    // refused at once and sent to come back later; a second run would have claimed it again
+    const claims = async () => (await db('executions').where({ id: message.executionId }).first()).claims as number;
+    await until('the second message to be answered', async () => deferred.length > 0 || (await claims()) > 1);
+    expect(await claims()).toBe(1);
     expect(calls).toHaveLength(1);
     expect(await second).toBe('ack');
     expect(deferred).toEqual([message]);
-    expect(await db('executions').where({ id: message.executionId }).first()).toMatchObject({ claims: 1, lease_owner: null });
+    expect(await db('executions').where({ id: message.executionId }).first()).toMatchObject({ claims: 1, lease_owner: null, status: 'running' });
   } finally {
     gate.open();
   }
