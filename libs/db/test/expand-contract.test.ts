@@ -3,6 +3,7 @@ import { newId } from '@tes/core';
 import {
   auditLedger,
   claimExecution,
+  MIGRATIONS,
   enterWaiting,
   finishStep,
   publishPrices,
@@ -190,5 +191,22 @@ describe('the previous release writing beside the new schema and the new code', 
     expect(await finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: claimed.lease, status: 'failed', costMicros: 0 })).toBe(false);
     expect(await releaseLease(db, id, claimed.lease, 1)).toBe(false);
     expect(await previous.settle(db, { executionId: id, projectId: p.projectId, status: 'failed', chargedMicros: 0, leaseOwner: 'wrk_prev' })).toBe(0);
+  });
+});
+
+describe('the migrations the previous release runs beside', () => {
+  // The contract half of a change waits a release: what the previous release reads or writes is
+  // neither dropped nor renamed, nor made to refuse its writes, by a migration it runs beside.
+  const since = MIGRATIONS.findIndex(([name]) => name === previous.LAST_MIGRATION);
+  const FORBIDDEN = /\b(DROP\s+(COLUMN|TABLE|FUNCTION|TRIGGER)|RENAME|SET\s+NOT\s+NULL|ADD\s+CONSTRAINT|ALTER\s+COLUMN\s+\w+\s+(SET\s+DATA\s+)?TYPE)\b/i;
+
+  it('are known: previous-release/statements.ts names the last migration of the previous release', () => {
+    expect(since).toBeGreaterThanOrEqual(0);
+  });
+
+  it.each(MIGRATIONS.slice(since + 1).map(([name, m]) => [name, m] as const))('%s only expands the schema', (_name, migration) => {
+    const source = migration.up.toString();
+    expect(source).toMatch(/knex\.raw/); // its SQL is in the text read here
+    expect(source).not.toMatch(FORBIDDEN);
   });
 });

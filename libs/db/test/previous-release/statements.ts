@@ -18,6 +18,9 @@ import type { Knex } from 'knex';
  * external_ref and checkpoint.
  */
 
+/** The last migration the previous release shipped with: the ones after it run beside its code. */
+export const LAST_MIGRATION = '20261123000017_outbox_trace_context';
+
 const OUTBOX = `INSERT INTO outbox (project_id, execution_id, routing_key, payload, trace_context)
      SELECT e.project_id, e.id, e.category,
             jsonb_build_object('executionId', e.id, 'projectId', e.project_id), :traceparent::text
