@@ -85,9 +85,11 @@ export class StepEngine {
     if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
     if (this.running.has(executionId)) {
       // Come back later: by then the run here has ended, or noticed that its lease is gone
-      // (then another worker, or this one, resumes after its last recorded step).
+      // (then another worker, or this one, resumes after its last recorded step). If the
+      // re-send fails the message is acked all the same: the execution's deadline is in the
+      // database, and a requeue would only bounce straight back here.
       logger.warn('worker.execution.running_here', { executionId });
-      return this.later(message, category, 'running_here');
+      return this.later(message, category, 'running_here', true);
     }
     this.running.add(executionId);
     try {

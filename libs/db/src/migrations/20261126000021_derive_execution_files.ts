@@ -18,7 +18,8 @@ import type { Knex } from 'knex';
  * commits and then sees the rows, or has locked them first, and this waits and links a file the
  * janitor has just deleted (the old writer did not check its files at commit; the worker then
  * fails the execution with invalid_input_file, as before). Rows of executions still open that an
- * old writer left without links are backfilled here.
+ * old writer left without links are backfilled here (one pass over executions, as the backfill of
+ * 20261123000012 made).
  */
 // (`\\?`: knex.raw reads a bare ? as a binding)
 const FILE_IDS_PATH = `'strict $.** \\? (@.type() == "string" && @ starts with "file_")'`;
