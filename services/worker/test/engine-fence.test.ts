@@ -8,6 +8,7 @@ import { ObjectStore } from '@tes/storage';
 import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import type { AnyRunner, StepContext } from '../src/runner';
+import * as older from '../../../libs/db/test/previous-release/older-statements';
 
 /**
  * A stale run of an execution never writes after the execution was claimed again (issue #26,
@@ -16,6 +17,9 @@ import type { AnyRunner, StepContext } from '../src/runner';
  * not start it a second time; and a run fenced by a lease that was claimed again (here a second
  * engine under the same worker id, as a restarted process with a reused id would be) writes
  * nothing: not the provider reference, not the step's end, not the settlement.
+ *
+ * And a claim after one by an older release's worker (whose claims did not count `claims`)
+ * resumes after the steps that worker ran (defect 1): a provider step is never sent twice.
  */
 let database: TestDatabase;
 let db: Knex;
@@ -56,11 +60,15 @@ const gen: ToolDefinition = {
 };
 
 function engineFor(runner: AnyRunner, deferred: ExecutionMessage[]): StepEngine {
-  return new StepEngine({
+  return new StepEngine({ ...engineDeps(deferred), runners: { [gen.name]: runner } });
+}
+
+function engineDeps(deferred: ExecutionMessage[]): ConstructorParameters<typeof StepEngine>[0] {
+  return {
     db,
     catalog: new Catalog({ enableTestTools: true, extraTools: [gen] }),
     store,
-    runners: { [gen.name]: runner },
+    runners: {},
     logger: createNullLogger(),
     metrics: createMetrics('test', false),
     // long: no renewal runs during a test (every third of it), so the expiry below is the test's own
@@ -74,7 +82,7 @@ function engineFor(runner: AnyRunner, deferred: ExecutionMessage[]): StepEngine 
       credentials: {},
       jobTimeoutMs: 1_000,
     },
-  });
+  };
 }
 
 function latch(): { promise: Promise<void>; open: () => void } {
@@ -204,5 +212,68 @@ it("a stale run under the same worker id cannot overwrite the current claim's pr
   expect(await currentRun).toBe('ack');
   expect(await getExecutionById(db, message.executionId)).toMatchObject({ status: 'succeeded', chargedMicros: 1_000 });
   expect(await db('ledger_entries').where({ execution_id: message.executionId, kind: 'settle' })).toHaveLength(3);
+  expect((await auditLedger(db)).problems).toEqual([]);
+});
+
+it("an execution an older release's worker began is resumed after the step it ran, not run again", async () => {
+  const twoSteps: ToolDefinition = {
+    ...gen,
+    name: 'test.gen2',
+    steps: ['gen', 'finish'],
+    plan: () => [
+      { name: 'gen', external: true, billed: true },
+      { name: 'finish', billed: true },
+    ],
+  };
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const { priceVersion } = await publishPrices(db, {
+    ...DEFAULT_PRICE_LIST,
+    tools: { ...DEFAULT_PRICE_LIST.tools, 'test.gen2': { models: { sleep: { unitPriceMicros: 1_000, minimumMicros: 0 } } } },
+  });
+  const id = newId('exe');
+  await submitExecution(db, {
+    id,
+    projectId: p.projectId,
+    apiKeyId: p.keyId,
+    tool: 'test.gen2',
+    model: 'sleep',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 2,
+    reservedMicros: 2_000,
+    idempotencyKey: id,
+    requestDigest: 'x',
+    dispatchDeadlineMs: 60_000,
+  });
+  // the older worker: its claim, its provider step to the end, its hand-back (deadline NULL)
+  expect(await older.claim(db, id, 'wrk_older', 60_000)).toEqual({ firstClaim: true });
+  expect(await older.startStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'wrk_older', external: true })).toBe(true);
+  expect(await older.finishStep(db, { executionId: id, index: 0, owner: 'wrk_older', status: 'succeeded', costMicros: 1_000 })).toBe(true);
+  expect(await older.releaseLease(db, id, 'wrk_older')).toBe(true);
+
+  const calls: string[] = [];
+  const runner: AnyRunner = {
+    gen: async () => {
+      calls.push('gen');
+      return { units: 1 };
+    },
+    finish: async () => {
+      calls.push('finish');
+      return { units: 1 };
+    },
+  };
+  const engine = new StepEngine({
+    ...engineDeps([]),
+    catalog: new Catalog({ enableTestTools: true, extraTools: [twoSteps] }),
+    runners: { 'test.gen2': runner },
+  });
+  expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+  expect(calls).toEqual(['finish']);
+  expect(await getExecutionById(db, id)).toMatchObject({ status: 'succeeded', chargedMicros: 2_000 });
+  expect((await getSteps(db, p.projectId, [id])).map((s) => [s.status, s.attempts])).toEqual([
+    ['succeeded', 1],
+    ['succeeded', 1],
+  ]);
   expect((await auditLedger(db)).problems).toEqual([]);
 });
