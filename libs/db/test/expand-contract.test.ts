@@ -199,14 +199,18 @@ describe('the migrations the previous release runs beside', () => {
   // neither dropped nor renamed, nor made to refuse its writes, by a migration it runs beside.
   const since = MIGRATIONS.findIndex(([name]) => name === previous.LAST_MIGRATION);
   const FORBIDDEN = /\b(DROP\s+(COLUMN|TABLE|FUNCTION|TRIGGER)|RENAME|SET\s+NOT\s+NULL|ADD\s+CONSTRAINT|ALTER\s+COLUMN\s+\w+\s+(SET\s+DATA\s+)?TYPE)\b/i;
+  // A migration that does one of those and was reviewed as safe beside the previous release (a
+  // trigger dropped and re-created in one transaction, a constraint its writes always meet): its
+  // name and why. Cleared at each release with statements.ts.
+  const REVIEWED: Record<string, string> = {};
 
   it('are known: previous-release/statements.ts names the last migration of the previous release', () => {
     expect(since).toBeGreaterThanOrEqual(0);
   });
 
-  it.each(MIGRATIONS.slice(since + 1).map(([name, m]) => [name, m] as const))('%s only expands the schema', (_name, migration) => {
+  it.each(MIGRATIONS.slice(since + 1).map(([name, m]) => [name, m] as const))('%s only expands the schema', (name, migration) => {
     const source = migration.up.toString();
     expect(source).toMatch(/knex\.raw/); // its SQL is in the text read here
-    expect(source).not.toMatch(FORBIDDEN);
+    if (REVIEWED[name] === undefined) expect(source).not.toMatch(FORBIDDEN);
   });
 });

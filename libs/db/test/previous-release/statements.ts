@@ -6,9 +6,9 @@ import type { Knex } from 'knex';
  * migrations 20261126000020-22), as its pods run them against the newest schema during a rolling
  * deploy or after a rollback of the images (deploy/README.md, "Expand/contract").
  *
- * REFRESH THIS MODULE AT EACH RELEASE: replace these statements with the ones of the release
- * being replaced (its libs/db/src), so expand-contract.test.ts keeps proving that a migration
- * leaves the writes of the code still running beside it safe. The SQL text (SET, WHERE, fences)
+ * REFRESH THIS MODULE AT EACH RELEASE: replace these statements (and LAST_MIGRATION) with the
+ * ones of the release being replaced (its libs/db/src), so expand-contract.test.ts keeps proving
+ * that a migration leaves the writes of the code still running beside it safe. The SQL text (SET, WHERE, fences)
  * is copied as it was; RETURNING lists are cut to what the tests read, and the binding helpers
  * (prepared statements, knex builders) are replaced by plain db.raw with the same bindings.
  *
