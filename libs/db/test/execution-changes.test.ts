@@ -88,9 +88,9 @@ it('versions grow with visible changes only, in commit order, and each committed
     seen.push(v);
   };
   await step('claim', () => claimExecution(db, id, 'w1', 30_000), true);
-  await step('lease renewal', () => renewLease(db, id, 'w1', 30_000), false);
-  await step('step start', () => startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w1' }), true);
-  await step('step end', () => finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'w1', status: 'succeeded', costMicros: 10 }), true);
+  await step('lease renewal', () => renewLease(db, id, 'w1:1', 30_000), false);
+  await step('step start', () => startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w1:1' }), true);
+  await step('step end', () => finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'w1:1', status: 'succeeded', costMicros: 10 }), true);
   await step(
     'fenced-out write',
     () => finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'zombie', status: 'failed', costMicros: 0 }),
@@ -99,7 +99,7 @@ it('versions grow with visible changes only, in commit order, and each committed
   await step('cancel requested', () => db('executions').where({ id }).update({ cancel_requested: true }), true);
   await step(
     'settle',
-    () => settleExecution(db, { executionId: id, projectId: p.projectId, status: 'cancelled', chargedMicros: 10, from: ['running'], leaseOwner: 'w1' }),
+    () => settleExecution(db, { executionId: id, projectId: p.projectId, status: 'cancelled', chargedMicros: 10, from: ['running'], leaseOwner: 'w1:1' }),
     true,
   );
   // a rolled-back change is neither versioned nor notified
@@ -127,12 +127,12 @@ it('writes one delivery per subscribed endpoint in the statement that ends an ex
 
   const ok = await submitted(p.projectId, p.keyId, priceVersion);
   await claimExecution(db, ok, 'w', 30_000);
-  await settleExecution(db, { executionId: ok, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w' });
+  await settleExecution(db, { executionId: ok, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
   expect((await listWebhookDeliveries(db, ok)).map((d) => [d.endpointId, d.eventType, d.status])).toEqual([[all.id, 'execution.succeeded', 'pending']]);
 
   const review = await submitted(p.projectId, p.keyId, priceVersion);
   await claimExecution(db, review, 'w', 30_000);
-  await markNeedsReview(db, { executionId: review, owner: 'w', errorCode: 'provider_outcome_unknown', errorMessage: 'x' });
+  await markNeedsReview(db, { executionId: review, owner: 'w:1', errorCode: 'provider_outcome_unknown', errorMessage: 'x' });
   // resolved by an operator: a second event, for the terminal state
   await settleExecution(db, { executionId: review, projectId: p.projectId, status: 'failed', chargedMicros: 0, from: ['needs_review'], kind: 'resolve' });
   const events = (await listWebhookDeliveries(db, review)).map((d) => `${d.eventType}@${d.endpointId === all.id ? 'all' : 'failed'}`).sort();
@@ -153,13 +153,13 @@ it('claims due deliveries as leases, at most perEndpoint per endpoint, and recor
   for (let i = 0; i < 5; i++) {
     const id = await submitted(p.projectId, p.keyId, priceVersion);
     await claimExecution(db, id, 'w', 30_000);
-    await settleExecution(db, { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w' });
+    await settleExecution(db, { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
     ids.push(id);
   }
   const fast = await createWebhookEndpoint(db, { projectId: p.projectId, url: 'https://fast.test/' });
   const late = await submitted(p.projectId, p.keyId, priceVersion);
   await claimExecution(db, late, 'w', 30_000);
-  await settleExecution(db, { executionId: late, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w' });
+  await settleExecution(db, { executionId: late, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
 
   await db('webhook_deliveries')
     .whereIn('endpoint_id', [slow.id, fast.id])

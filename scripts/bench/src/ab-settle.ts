@@ -30,7 +30,7 @@ async function running(db: Db, p: { projectId: string; keyId: string }, priceVer
     dispatchDeadlineMs: 60_000,
   });
   if (!(await claimExecution(db, id, 'w', 30_000))) throw new Error('claim');
-  if ((await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w' })) !== 'started') throw new Error('start');
+  if ((await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w:1' })) !== 'started') throw new Error('start');
   return id;
 }
 
@@ -49,7 +49,7 @@ async function end(db: Db, mode: 'two' | 'one', projectId: string, id: string): 
     executionId: id,
     projectId,
     index: 0,
-    owner: 'w',
+    owner: 'w:1', // the lease of the execution's first claim
     status: 'succeeded' as const,
     costMicros: 1,
     checkpoint: { facts: {} },
@@ -61,7 +61,7 @@ async function end(db: Db, mode: 'two' | 'one', projectId: string, id: string): 
     status: 'succeeded' as const,
     chargedMicros: 1,
     from: ['running' as const],
-    leaseOwner: 'w',
+    leaseOwner: 'w:1',
     output: { artifacts: [] },
   };
   if (mode === 'two') {

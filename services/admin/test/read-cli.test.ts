@@ -61,16 +61,16 @@ async function submit(p: SeededProject, tool: string, reservedMicros: number, ke
 /** Claim, one step ending `status`, settle with `charge`: the worker's path. */
 async function run(p: SeededProject, id: string, status: 'succeeded' | 'failed', charge: number): Promise<void> {
   expect(await claimExecution(db, id, 'w1', 30_000)).not.toBeNull();
-  expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'render', owner: 'w1' })).toBe('started');
+  expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'render', owner: 'w1:1' })).toBe('started');
   const errorCode = status === 'failed' ? 'invalid_input_file' : null;
-  expect(await finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'w1', status, costMicros: charge, errorCode })).toBe(true);
+  expect(await finishStep(db, { executionId: id, projectId: p.projectId, index: 0, owner: 'w1:1', status, costMicros: charge, errorCode })).toBe(true);
   const settled = await settleExecution(db, {
     executionId: id,
     projectId: p.projectId,
     status,
     chargedMicros: charge,
     from: ['running'],
-    leaseOwner: 'w1',
+    leaseOwner: 'w1:1',
     output: status === 'succeeded' ? { ok: true } : null,
     errorCode,
     errorMessage: status === 'failed' ? 'not an image' : null,
@@ -80,7 +80,7 @@ async function run(p: SeededProject, id: string, status: 'succeeded' | 'failed',
 
 async function needsReview(p: SeededProject, id: string): Promise<void> {
   expect(await claimExecution(db, id, 'w1', 30_000)).not.toBeNull();
-  expect(await markNeedsReview(db, { executionId: id, owner: 'w1', errorCode: 'provider_timeout', errorMessage: 'the provider did not answer' })).toBe(true);
+  expect(await markNeedsReview(db, { executionId: id, owner: 'w1:1', errorCode: 'provider_timeout', errorMessage: 'the provider did not answer' })).toBe(true);
 }
 
 let a: SeededProject;

@@ -55,7 +55,7 @@ it('re-syncs by version when no notification comes, and reads only what changed'
     expect([...seen.values()].every((s) => s.length === 1)).toBe(true);
 
     await claimExecution(db, ids[1]!, 'w', 30_000);
-    await settleExecution(db, { executionId: ids[1]!, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w' });
+    await settleExecution(db, { executionId: ids[1]!, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
     const until = Date.now() + 3_000;
     while (seen.get(ids[1]!)!.at(-1) !== 'succeeded' && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
     expect(seen.get(ids[1]!)!.at(-1)).toBe('succeeded');

@@ -70,7 +70,7 @@ async function endedExecution(projectId: string, keyId: string, status: 'succeed
     status,
     chargedMicros: status === 'succeeded' ? 40 : 0,
     from: ['running'],
-    leaseOwner: 'w',
+    leaseOwner: 'w:1',
     output: { ok: true },
   });
   return id;

@@ -14,6 +14,8 @@ import { SharpSandbox } from './media/sharp-sandbox';
 
 /** What the engine takes: what running an execution needs (it makes the rest itself), and its own. */
 export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' | 'prices' | 'recheckDeadlineMs'> {
+  /** Unique per process; each claim's lease is this id and the claim's number (claimExecution). */
+  workerId: string;
   /** The delay queues' delay: how soon a message sent by `publishLater` comes back. */
   waitMs: number;
   /** After this long running, a claimed execution's message is acked (default 5 min; see handleClaimed). */
@@ -41,6 +43,14 @@ export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' |
 export class StepEngine {
   private readonly shutdown = new AbortController();
   private readonly execution: ExecutionDeps;
+  /**
+   * The executions this engine is running now. A message for one of them is not claimed here
+   * again: its lease may have expired (renewals failing for longer than the TTL) and the reaper
+   * re-dispatched it, but the run here is still going; a second run in the same process would
+   * race the first. (The lease fence stops the stale run's writes either way; this stops the
+   * second run from starting, and the work, provider calls included, from being done twice.)
+   */
+  private readonly running = new Set<string>();
   readonly sandbox: SharpSandbox;
 
   constructor(private readonly deps: EngineDeps) {
@@ -75,12 +85,23 @@ export class StepEngine {
     }
     const { executionId } = message;
     if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
+    if (this.running.has(executionId)) {
+      // Come back later: by then the run here has ended, or noticed that its lease is gone
+      // (then another worker, or this one, resumes after its last recorded step). If the
+      // re-send fails the message is acked all the same: the execution's deadline is in the
+      // database, and a requeue would only bounce straight back here.
+      logger.warn('worker.execution.running_here', { executionId });
+      return this.later(message, category, 'running_here', true);
+    }
+    this.running.add(executionId);
     try {
       return await this.handleClaimed(executionId, message, category, delivery);
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       logger.warn('worker.execution.deferred', { executionId, reason: 'infrastructure', err: (err as Error).message });
-      return this.later(message, category, 'infrastructure');
+      return await this.later(message, category, 'infrastructure');
+    } finally {
+      this.running.delete(executionId);
     }
   }
 
@@ -142,7 +163,7 @@ export class StepEngine {
     // folder is removed.
     let resent: Promise<Disposition>;
     // Renews from the claim until the execution ended, waits or is given back (see LeaseKeeper).
-    const lease = new LeaseKeeper(this.execution, executionId, claimSentAt);
+    const lease = new LeaseKeeper(this.execution, executionId, execution.lease, claimSentAt);
     try {
       const ran = await runExecution(this.execution, execution, workDir, lease.signal).finally(() => lease.stop());
       if (ran === 'waiting') {
@@ -165,7 +186,7 @@ export class StepEngine {
       if (reason) {
         // Give the execution back (if the database answers; else its lease simply expires)
         // and have it come back later; the next claim resumes after the last completed step.
-        await releaseLease(db, executionId, workerId, this.execution.recheckDeadlineMs).catch(() => undefined);
+        await releaseLease(db, executionId, execution.lease, this.execution.recheckDeadlineMs).catch(() => undefined);
         logger.info('worker.execution.released', { ...log, reason });
         resent = this.later(message, category, reason);
       } else throw err;

@@ -3,6 +3,18 @@ import type { Knex } from 'knex';
 import { prepared } from '../prepared';
 import { EXECUTION_SELECT, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 
+/** A claimed execution, as the claim left it. */
+export type ClaimedExecution = ExecutionRecord & {
+  /**
+   * The lease this claim holds, `<owner>:<claim number>` (also in leaseOwner): the value every
+   * fenced write of this run passes as its owner. Fresh at each claim, so a stale run of the same
+   * worker, which lost its lease and was re-dispatched to that worker again, is fenced out.
+   */
+  lease: string;
+  /** Whether any step was recorded when the claim took the row; if not, the caller need not read them. */
+  stepsRecorded: boolean;
+};
+
 /**
  * Claims an execution for a worker with a lease. Succeeds for queued work, for running
  * work whose lease has expired or was released, and for waiting work (a provider re-check).
@@ -10,28 +22,41 @@ import { EXECUTION_SELECT, toExecution, type ExecutionRecord, type ExecutionRow 
  * lease. A claim spends no attempt: only a lease lost to a crash or a hang does (the reaper
  * counts those), so hand-backs at shutdown and re-checks never wear an execution out.
  *
- * `firstClaim` is true when the execution was never claimed before. It then has no recorded
- * steps and the caller need not read them. Any other claim must read its steps in a statement of its own: a subquery
- * here would see the snapshot taken before this UPDATE waited for the row lock, and could miss
- * what the previous lease holder recorded meanwhile.
+ * The lease owner written is `owner` and the claim's number (`claims` after it): a per-claim
+ * token, not the worker's id alone. The worker's id alone let a stale run of a process keep
+ * writing after the same process had claimed the execution again (issue #26, defect 2). The
+ * previous release fenced with its bare worker id; such an id never equals a lease written here
+ * (it has no ':'), so old and new workers fence each other out during a rolling deploy.
+ *
+ * `stepsRecorded` comes from the steps that exist, read by tes_steps_recorded() with a fresh
+ * snapshot after this UPDATE holds the row (migration 20261126000022): a subquery here would see
+ * the snapshot taken before the UPDATE waited for the row lock, and could miss what the previous
+ * lease holder recorded meanwhile; and `claims` is no witness, for an older release's claims did
+ * not count it. Index: the primary key.
  */
-export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<(ExecutionRecord & { firstClaim: boolean }) | null> {
-  const res = await prepared<{ rows: (ExecutionRow & { first_claim: boolean })[] }>(
+export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ClaimedExecution | null> {
+  const res = await prepared<{ rows: (ExecutionRow & { steps_recorded: boolean })[] }>(
     db,
     'tes_claim',
     `UPDATE executions
-        SET status = 'running', lease_owner = :owner, lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
+        SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
+            lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
             started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
       WHERE id = :id AND status IN ('queued', 'running', 'waiting')
         AND (lease_owner IS NULL OR lease_expires_at < tes_now())
-      RETURNING ${EXECUTION_SELECT}, (claims = 1) AS first_claim`,
+      RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(id) AS steps_recorded`,
     { owner, leaseTtlMs, id },
   );
   const row = res.rows[0];
-  return row ? { ...toExecution(row), firstClaim: row.first_claim } : null;
+  if (!row) return null;
+  const e = toExecution(row);
+  return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
 }
 
-/** Extends the lease; null means it was lost (expired and taken, or the execution moved on). */
+/**
+ * Extends the lease; null means it was lost (expired and taken, or the execution moved on).
+ * `owner` here and in every fenced write is the claim's lease (ClaimedExecution.lease).
+ */
 export async function renewLease(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<{ cancelRequested: boolean } | null> {
   const res = await prepared<{ rows: { cancel_requested: boolean }[] }>(
     db,

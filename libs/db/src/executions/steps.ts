@@ -15,6 +15,13 @@ export type StepStart = 'started' | 'cancel_requested' | 'lease_lost';
  * statement's commit, or this statement waits for theirs and re-checks the row as they left
  * it. A plain read could pass the check on an old snapshot and commit a step write after the
  * new holder had read the steps, or after a cancel had been answered 202.
+ *
+ * A step that starts again (its row exists: it had failed, or a crash left it running) starts
+ * clean: its provider reference and checkpoint are cleared. They belonged to the previous
+ * create; kept, a crash after the new create and before its recordExternalRef would have the
+ * next worker resume polling the old job while the new one is billed and untracked (issue #26,
+ * defect 5). A re-check of a waiting provider step is not a start: the worker resumes it
+ * without calling this (run.ts `resuming`).
  */
 export async function startStep(
   db: Knex,
@@ -31,7 +38,8 @@ export async function startStep(
        INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
        SELECT e.id, e.project_id, :index, :name, 'running', :external FROM e WHERE NOT e.cancel_requested
        ON CONFLICT (execution_id, index) DO UPDATE
-          SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL
+          SET status = 'running', attempts = execution_steps.attempts + 1, started_at = now(), finished_at = NULL, error_code = NULL,
+              external_ref = NULL, checkpoint = NULL
        RETURNING 1
      )
      SELECT e.cancel_requested FROM e`,

@@ -16,6 +16,9 @@ import * as m14 from './20261123000014_webhook_wakeup';
 import * as m15 from './20261123000015_file_facts';
 import * as m16 from './20261123000016_admin_read_indexes';
 import * as m17 from './20261123000017_outbox_trace_context';
+import * as m20 from './20261126000020_open_rows_have_deadlines';
+import * as m21 from './20261126000021_derive_execution_files';
+import * as m22 from './20261126000022_steps_recorded';
 import * as m30 from './20261126000030_submit_guard_binding';
 import * as m50 from './20261126000050_retention_indexes';
 import * as m70 from './20261126000070_webhook_event_snapshot';
@@ -39,6 +42,9 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261123000015_file_facts', m15],
   ['20261123000016_admin_read_indexes', m16],
   ['20261123000017_outbox_trace_context', m17],
+  ['20261126000020_open_rows_have_deadlines', m20],
+  ['20261126000021_derive_execution_files', m21],
+  ['20261126000022_steps_recorded', m22],
   ['20261126000030_submit_guard_binding', m30],
   ['20261126000050_retention_indexes', m50],
   ['20261126000070_webhook_event_snapshot', m70],

@@ -140,9 +140,10 @@ const workCmd = fc.record({ pick: fc.nat(), cost: fc.integer({ min: 0, max: 150_
     (m) => m.execs.some((e) => claimable(m, e)),
     async (m, r) => {
       const e = pickExec(m, pick, true, (x) => claimable(m, x));
-      const owner = `worker-${(m.seq += 1)}`;
-      const got = await claimExecution(r.db, e.id, owner, LEASE_TTL_MS);
-      expect(got?.firstClaim).toBe(e.claims === 0);
+      // the lease is the worker and the claim's number
+      const owner = `worker-${(m.seq += 1)}:${e.claims + 1}`;
+      const got = await claimExecution(r.db, e.id, owner.split(':')[0]!, LEASE_TTL_MS);
+      expect({ lease: got?.lease, stepsRecorded: got?.stepsRecorded }).toEqual({ lease: owner, stepsRecorded: e.steps.length > 0 });
       Object.assign(e, { status: 'running', owner, deadline: m.clock + LEASE_TTL_MS, claims: e.claims + 1 });
       const at = e.steps.findIndex((s) => s.status !== 'succeeded');
       const index = at === -1 ? e.steps.length : at;
@@ -280,10 +281,12 @@ const submitCmd = fc
 const claimCmd = execPick.map(({ pick, preferOpen }) =>
   command(`claim(#${pick}${preferOpen ? '' : ', any'})`, hasExec, async (m, r) => {
     const e = pickExec(m, pick, preferOpen, (x) => claimable(m, x));
-    const owner = `worker-${(m.seq += 1)}`;
+    const owner = `worker-${(m.seq += 1)}:${e.claims + 1}`;
     const expected = claimable(m, e);
-    const got = await claimExecution(r.db, e.id, owner, LEASE_TTL_MS);
-    expect(got === null ? null : got.firstClaim).toBe(expected ? e.claims === 0 : null);
+    const got = await claimExecution(r.db, e.id, owner.split(':')[0]!, LEASE_TTL_MS);
+    expect(got === null ? null : { lease: got.lease, stepsRecorded: got.stepsRecorded }).toEqual(
+      expected ? { lease: owner, stepsRecorded: e.steps.length > 0 } : null,
+    );
     hit(`claim:${expected ? e.status : 'refused'}`);
     if (!expected) return;
     Object.assign(e, { status: 'running', owner, deadline: m.clock + LEASE_TTL_MS, claims: e.claims + 1 });

@@ -25,9 +25,9 @@ export async function checkLiveness(r: Real, startClock: number): Promise<void> 
     });
     const mine = new Set((await ours()).map((e) => e.id as string));
     for (const id of delivered.filter((x) => mine.has(x))) {
-      const owner = `liveness-${round}`;
-      const e = await claimExecution(db, id, owner, LEASE_TTL_MS);
+      const e = await claimExecution(db, id, `liveness-${round}`, LEASE_TTL_MS);
       if (!e) continue;
+      const owner = e.lease;
       const steps = await getSteps(db, e.projectId, [id]);
       if (steps.some((s) => s.status === 'running' && s.externalRef === null)) {
         await markNeedsReview(db, { executionId: id, owner, errorCode: 'provider_outcome_unknown', errorMessage: 'liveness' });

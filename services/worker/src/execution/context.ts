@@ -19,8 +19,6 @@ export interface ExecutionDeps {
   leaseTtlMs: number;
   /** The longest one artifact's upload may take (ARTIFACT_PUT_TIMEOUT_MS). */
   artifactPutTimeoutMs: number;
-  /** Unique per process: the lease owner written on claimed executions. */
-  workerId: string;
   providers: ProviderSetup;
   sandbox: SharpSandbox;
   /** Aborted when the worker shuts down: running steps stop and their executions are given back. */
@@ -31,7 +29,10 @@ export interface ExecutionDeps {
   recheckDeadlineMs: number;
 }
 
-/** This worker's lease is gone (expired, reaped): it must write nothing more for the execution. */
+/**
+ * This run's lease is gone (expired, reaped, or claimed again, even by this same worker): it
+ * must write nothing more for the execution.
+ */
 export class LeaseLost extends Error {
   constructor() {
     super('lease lost');

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { renewLease } from '@tes/db';
 import { LeaseLost, type ExecutionDeps } from './context';
 
-type LeaseDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'workerId' | 'leaseTtlMs'>;
+type LeaseDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'leaseTtlMs'>;
 
 /**
  * Keeps a claimed execution's lease alive for as long as this worker acts on it: from the claim
@@ -29,10 +29,11 @@ export class LeaseKeeper {
   private confirmedAt: number;
   private stopped = false;
 
-  /** `claimSentAt`: performance.now() when the claim that set the lease was sent. */
+  /** `lease`: the claim's fence (ClaimedExecution.lease); `claimSentAt`: performance.now() when that claim was sent. */
   constructor(
     private readonly deps: LeaseDeps,
     private readonly executionId: string,
+    private readonly lease: string,
     claimSentAt: number,
   ) {
     this.confirmedAt = claimSentAt;
@@ -58,7 +59,7 @@ export class LeaseKeeper {
     }
     if (this.renewal) return; // one at a time: a slow renewal is not stacked up behind
     const sentAt = performance.now();
-    this.renewal = renewLease(this.deps.db, this.executionId, this.deps.workerId, this.deps.leaseTtlMs)
+    this.renewal = renewLease(this.deps.db, this.executionId, this.lease, this.deps.leaseTtlMs)
       .then(
         (held) => {
           if (this.stopped) return; // the execution ended meanwhile: its lease is gone by design

@@ -1,6 +1,6 @@
 import { MAX_STEPS, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import { enterWaiting, finishStep, getSteps, isConnectionError, isRetryableTransactionError, startStep, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { enterWaiting, finishStep, getSteps, isConnectionError, isRetryableTransactionError, startStep, type ClaimedExecution, type StepRecord } from '@tes/db';
 import { withSpan } from '@tes/tracing';
 import { hasProgram } from '../programs';
 import { OutcomeUnknown } from '../outcome-unknown';
@@ -17,15 +17,11 @@ import type { WorkDir } from './work-dir';
  * come back). Stops before a new step when cancellation was requested. Throws LeaseLost when
  * fenced out or when `lease` (the execution's LeaseKeeper signal, renewing from the claim to the
  * end) aborted; ShuttingDown, a connection error or a deadlock or serialization failure that
- * outlasted the settlement's retries when the execution must be given back.
+ * outlasted the settlement's retries when the execution must be given back. Every write is
+ * fenced by the claim's lease (`e.lease`), never by the worker's id alone.
  */
-export async function runExecution(
-  deps: ExecutionDeps,
-  e: ExecutionRecord & { firstClaim: boolean },
-  workDir: WorkDir,
-  lease: AbortSignal,
-): Promise<'ended' | 'waiting'> {
-  const { db, catalog, logger, workerId } = deps;
+export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, workDir: WorkDir, lease: AbortSignal): Promise<'ended' | 'waiting'> {
+  const { db, catalog, logger } = deps;
   const log = { executionId: e.id, projectId: e.projectId, tool: e.tool };
   const tool = catalog.get(e.tool);
   const runner = deps.runners[e.tool];
@@ -44,7 +40,7 @@ export async function runExecution(
   const plan = tool.plan(e.arguments);
   // Read once; afterwards kept up to date here with what this worker itself records (the
   // lease fences out every other writer), saving a read per step.
-  let steps = e.firstClaim ? [] : await getSteps(db, e.projectId, [e.id]);
+  let steps = e.stepsRecorded ? await getSteps(db, e.projectId, [e.id]) : [];
 
   for (let index = 0; index < plan.length; index++) {
     const step = plan[index]!;
@@ -68,7 +64,7 @@ export async function runExecution(
       // by the lease and by cancellation in one statement, so a cancel answered before it
       // stops the execution here, whenever it landed.
       crashPoint('worker.before_step');
-      const started = await startStep(db, { executionId: e.id, projectId: e.projectId, index, name, owner: workerId, external: step.external ?? false });
+      const started = await startStep(db, { executionId: e.id, projectId: e.projectId, index, name, owner: e.lease, external: step.external ?? false });
       if (started === 'lease_lost') throw new LeaseLost();
       if (started === 'cancel_requested') {
         await settle(deps, e, 'cancelled', steps, {});
@@ -92,7 +88,7 @@ export async function runExecution(
       const failure = err instanceof StepError ? err : null;
       if (!failure) logger.error('worker.step.crashed', { ...log, step: index, err });
       const errorCode = failure?.errorCode ?? 'internal_error';
-      if (!(await finishStep(db, { executionId: e.id, projectId: e.projectId, index, owner: workerId, status: 'failed', costMicros: 0, errorCode }))) {
+      if (!(await finishStep(db, { executionId: e.id, projectId: e.projectId, index, owner: e.lease, status: 'failed', costMicros: 0, errorCode }))) {
         throw new LeaseLost();
       }
       steps = recordLocally(steps, e.id, index, name, { status: 'failed', costMicros: 0, checkpoint: null, errorCode });
@@ -103,7 +99,7 @@ export async function runExecution(
 
     if (isWait(result)) {
       // Frees the consumer slot; the caller has the execution come back for a re-check.
-      if (!(await enterWaiting(db, { executionId: e.id, owner: workerId, recheckDeadlineMs: deps.recheckDeadlineMs }))) throw new LeaseLost();
+      if (!(await enterWaiting(db, { executionId: e.id, owner: e.lease, recheckDeadlineMs: deps.recheckDeadlineMs }))) throw new LeaseLost();
       logger.info('worker.step.waiting', { ...log, step: index, name });
       return 'waiting';
     }
@@ -115,7 +111,7 @@ export async function runExecution(
       executionId: e.id,
       projectId: e.projectId,
       index,
-      owner: workerId,
+      owner: e.lease,
       status: 'succeeded' as const,
       costMicros: result.costMicros,
       checkpoint,

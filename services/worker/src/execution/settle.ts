@@ -4,7 +4,7 @@ import {
   isRetryableTransactionError,
   markNeedsReview,
   settleExecution,
-  type ExecutionRecord,
+  type ClaimedExecution,
   type SettleInput,
   type StepOutcome,
   type StepRecord,
@@ -13,13 +13,13 @@ import { backoffDelayMs } from '@tes/outbound';
 import { withSpan } from '@tes/tracing';
 import { LeaseLost, type ExecutionDeps } from './context';
 
-type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics' | 'workerId'>;
+type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics'>;
 
 /** Tries of a settlement statement that a deadlock or serialization failure rolled back. */
 const SETTLE_TRIES = 4;
 
 /**
- * Ends the execution (fenced by this worker's lease) and charges the sum of its succeeded
+ * Ends the execution (fenced by the claim's lease) and charges the sum of its succeeded
  * steps' costs. The sum is within the reservation because each billed step was capped at what
  * remained of it when it ran (runStep); settleExecution's LEAST(charged, reserved) backs that.
  *
@@ -31,14 +31,14 @@ const SETTLE_TRIES = 4;
  */
 export async function settle(
   deps: SettleDeps,
-  e: ExecutionRecord,
+  e: ClaimedExecution,
   status: 'succeeded' | 'failed' | 'cancelled',
   steps: StepRecord[],
   extra: { output?: Record<string, unknown>; errorCode?: string; errorMessage?: string },
   /** The last step's end, recorded in the settlement's statement (`steps` already include it). */
   lastStep?: StepOutcome,
 ): Promise<'ended'> {
-  const { db, logger, metrics, workerId } = deps;
+  const { db, logger, metrics } = deps;
   const timer = metrics.settlementDuration.startTimer();
   const input: SettleInput & { leaseOwner: string } = {
     executionId: e.id,
@@ -46,7 +46,7 @@ export async function settle(
     status,
     chargedMicros: chargedSoFar(steps),
     from: ['running'],
-    leaseOwner: workerId,
+    leaseOwner: e.lease,
     output: extra.output ?? null,
     errorCode: extra.errorCode ?? null,
     errorMessage: extra.errorMessage ?? null,
@@ -85,8 +85,8 @@ async function retryRolledBack<T>(deps: SettleDeps, executionId: string, stateme
 }
 
 /** A provider step's outcome is unknown: the execution waits for an operator, its reservation held. */
-export async function needsReview(deps: SettleDeps, e: ExecutionRecord, index: number, message: string): Promise<void> {
-  if (!(await markNeedsReview(deps.db, { executionId: e.id, owner: deps.workerId, errorCode: 'provider_outcome_unknown', errorMessage: message }))) {
+export async function needsReview(deps: SettleDeps, e: ClaimedExecution, index: number, message: string): Promise<void> {
+  if (!(await markNeedsReview(deps.db, { executionId: e.id, owner: e.lease, errorCode: 'provider_outcome_unknown', errorMessage: message }))) {
     throw new LeaseLost();
   }
   deps.metrics.executionsTotal.inc({ tool: e.tool, status: 'needs_review' });

@@ -2,7 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { databaseTime, getExecutionInputFile, recordExternalRef, type ExecutionRecord, type StepRecord } from '@tes/db';
+import { databaseTime, getExecutionInputFile, recordExternalRef, type ClaimedExecution, type ExecutionRecord, type StepRecord } from '@tes/db';
 import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
@@ -14,7 +14,8 @@ const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** One step to run, with what it needs to know about its execution. */
 export interface StepRun {
-  execution: ExecutionRecord;
+  /** The claimed execution; its `lease` fences this step's writes. */
+  execution: ClaimedExecution;
   tool: ToolDefinition;
   runner: AnyRunner;
   index: number;
@@ -39,7 +40,7 @@ export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
  * which outlives the step: its artifacts' upload and the statement recording its end follow.
  */
 export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<PricedResult | StepWait> {
-  const { db, workerId } = deps;
+  const { db } = deps;
   const { execution: e, index, step, workDir, resumed, lease } = run;
   const name = step.label ?? step.name;
   const timeoutMs = step.timeoutMs ?? DEFAULT_STEP_TIMEOUT_MS;
@@ -76,7 +77,7 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
         externalRef: resumed?.externalRef ?? null,
         stepCheckpoint: resumed?.checkpoint ?? null,
         recordExternalRef: async (ref, checkpoint) => {
-          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: workerId, externalRef: ref, checkpoint: checkpoint ?? null }))) {
+          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: e.lease, externalRef: ref, checkpoint: checkpoint ?? null }))) {
             throw new LeaseLost();
           }
           providerRef = ref;
