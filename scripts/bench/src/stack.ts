@@ -153,6 +153,15 @@ export class ServiceStack {
     return child;
   }
 
+  /**
+   * The relay again after its start failed (history-bench: it exits at start when its ledger
+   * audit outgrows the manifest's heap), with extra environment, e.g. a larger heap.
+   */
+  async restartRelay(env: Record<string, string>): Promise<Child> {
+    this.relay = await this.startService('relay', env);
+    return this.relay;
+  }
+
   /** The worker; `queues` is its WORKER_QUEUES (default: the test category only, at --concurrency). */
   async startWorker(queues?: string): Promise<Child> {
     this.worker = await this.startService('worker', queues ? { WORKER_QUEUES: queues } : {});
