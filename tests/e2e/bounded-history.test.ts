@@ -2,22 +2,21 @@
  * Issue #24: every statement the gateway, the worker and the relay run per request or on a
  * timer is bounded by its own work, never by how much history the service holds.
  *
- * The whole stack runs on a database holding a history (seedHistory: 120k finished executions
- * with their steps, artifacts, uploads, outbox rows, webhook deliveries and 600k journal
- * entries, over 40 projects, ANALYZEd), and one of those history projects then uses the API:
+ * The whole stack runs on a database holding a history (seedHistory: 60k finished executions
+ * with their steps, artifacts, uploads, outbox rows, webhook deliveries and 300k journal
+ * entries, over 20 projects, ANALYZEd), and one of those history projects then uses the API:
  * the catalog, a quote, an upload, submits (a resend, one that fails, one on the upload), polls
  * (and a long poll), lists (filtered, a second page), usage, the project, an event stream, a
  * download, a cancel; the worker claims, runs and settles them; the relay sweeps the outbox,
  * reaps leases, runs its janitor and state metrics and delivers a webhook; the repository calls
  * of the paths these do not reach (a provider step's wait and review, a dead letter, the event
- * streams' re-read) run once each on a finished execution. Every statement they
- * send is captured at node-postgres (tests/plans.ts), so a statement added to any of these
- * paths later is checked without a list to maintain. Each one is EXPLAINed with its real
- * values (a custom plan) and as a generic plan (what a prepared statement may switch to), and
- * the test fails when a plan scans a history table sequentially or is estimated to read more
- * than MAX_ROWS of it: the history project alone has 3,000 executions and 15,000 journal
- * entries, so a statement that reads a project's history, not just the whole table's, is
- * caught too.
+ * streams' re-read) run once each on a finished execution. Every statement they send is
+ * captured at node-postgres (tests/plans.ts), so a statement added to any of these paths later
+ * is checked without a list to maintain. Each one is EXPLAINed three ways: with its real values
+ * (the custom plan), as a generic plan (what a named prepared statement may switch to), and run
+ * with EXPLAIN ANALYZE in a transaction rolled back (the rows each scan really read, filtered
+ * ones included). The test fails when any plan scans a history table sequentially or reads (or
+ * is estimated to read) more than MAX_ROWS of it.
  *
  * Not driven here: the ledger audit (LEDGER_AUDIT_INTERVAL_MS is a day, so only the pass at the
  * relay's start runs, before the capture; it is made incremental under issue #24 item 1) and
