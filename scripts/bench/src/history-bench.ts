@@ -110,7 +110,7 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
       // other figures are still measured (and its peak RSS says how much it needed).
       const relay = (stack as Partial<Pick<ServiceStack, 'relay'>>).relay;
       if (!history || relay !== undefined || (stack as Partial<Pick<ServiceStack, 'gateway'>>).gateway === undefined) throw err;
-      phase.relayFailure = (err as Error).message.slice(0, 300);
+      phase.relayFailure = ((err as Error).message.split('\n')[0] ?? '').slice(0, 200); // its log (the V8 report) is kept and noted
       say(`the relay did not start on the history (${phase.relayFailure}); starting it again with ${RELAY_ROOM}`);
       await stack.restartRelay({ NODE_OPTIONS: RELAY_ROOM });
     });
