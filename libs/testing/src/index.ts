@@ -7,3 +7,4 @@ export * from './openapi';
 export * from './processes';
 export * from './tcp-relay';
 export * from './use-database';
+export * from './history';

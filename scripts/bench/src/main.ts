@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { getExecutionSpec, measure, measurePgbench, quoteSpec, runVersus, startBaselines, submitSpec, type Baselines, type Measured } from './bench-http';
 import { runB5, runPgBoss } from './e2e';
+import { runHistoryComparison } from './history-bench';
 import { unexpected } from './http-load';
 import { CpuMeter } from './meter';
 import { parseOptions } from './options';
@@ -102,124 +103,127 @@ async function main(): Promise<void> {
       const note = pinServers(o.taskset.stack);
       if (note) report.note(note);
     }
-    say(`starting the stack (production mode, dist/) — logs in ${logDir}`);
-    await stack.start();
-    meter.label(stack.gateway.pid, 'gateway');
-    meter.label(stack.relay.pid, 'relay');
-    say(`seeding ${o.projects} projects and a hot project with ${o.hotKeys} keys`);
-    const tenants = await seedSpread(stack.db, o.projects);
-    const hot = await seedHot(stack.db, o.hotKeys);
-    const body = await submitBody(stack.baseUrl, tenants[0]!.secret);
-    await submitOneEach(stack.baseUrl, tenants, body);
-    await pgdb.prepare(o.projects);
+    if (o.history) await runHistoryComparison(o, logDir, meter, report);
+    else {
+      say(`starting the stack (production mode, dist/) — logs in ${logDir}`);
+      await stack.start();
+      meter.label(stack.gateway.pid, 'gateway');
+      meter.label(stack.relay.pid, 'relay');
+      say(`seeding ${o.projects} projects and a hot project with ${o.hotKeys} keys`);
+      const tenants = await seedSpread(stack.db, o.projects);
+      const hot = await seedHot(stack.db, o.hotKeys);
+      const body = await submitBody(stack.baseUrl, tenants[0]!.secret);
+      await submitOneEach(stack.baseUrl, tenants, body);
+      await pgdb.prepare(o.projects);
 
-    if (['b1', 'b2', 'b3'].some((b) => o.only.has(b))) {
-      baselines = await startBaselines(
-        logDir,
-        meter,
-        {
-          pollDatabaseUrl: stack.databaseUrl,
-          submitDatabaseUrl: pgdb.url,
-          submitProjects: o.projects,
-          poolMax: o.pgbenchClients,
-        },
-        o.cpuProf,
-      );
-    }
-    if (o.only.has('b1')) {
-      say('B1: GET /tools/executions/{id} vs its floor (Express + node-postgres + one SELECT), Express 5 and node:http hello-world');
-      const r = await runVersus('b1', getExecutionSpec(tenants), stack.baseUrl, baselines!, o, logDir, meter, true);
-      versusRows(report, 'B1', 'GET /tools/executions/{id}', r, ['200'], 0.5);
-      floorRows(report, 'B1', r.gateway, r.floor!, 0.8);
-    }
-    if (o.only.has('b2')) {
-      say('B2: POST /tools/quote vs Express 5 and node:http hello-world');
-      const r = await runVersus('b2', quoteSpec(tenants, body), stack.baseUrl, baselines!, o, logDir, meter);
-      versusRows(report, 'B2', 'POST /tools/quote', r, ['200'], undefined);
-    }
-    let b3PerSec: number | undefined;
-    let b5PerSec: number | undefined;
-    const load = (spec: ReturnType<typeof submitSpec>) => ({
-      ...spec,
-      url: stack.baseUrl,
-      connections: o.connections,
-      warmupSec: o.warmupSec,
-      durationSec: o.durationSec,
-    });
-    if (o.only.has('b3') || o.only.has('b4')) {
-      say(`B3: accepted submits/s over ${o.projects} projects, then pgbench with the same transaction`);
-      const r = await measure(load(submitSpec(tenants, body)), 'b3-submit', logDir, meter);
-      let floor: Measured | undefined;
-      if (baselines) {
-        say('B3 floor: the same submits to Express + node-postgres running the submit statement');
-        floor = await measure({ ...load(submitSpec(tenants, body)), url: baselines.floor.url }, 'b3-floor', logDir, meter);
+      if (['b1', 'b2', 'b3'].some((b) => o.only.has(b))) {
+        baselines = await startBaselines(
+          logDir,
+          meter,
+          {
+            pollDatabaseUrl: stack.databaseUrl,
+            submitDatabaseUrl: pgdb.url,
+            submitProjects: o.projects,
+            poolMax: o.pgbenchClients,
+          },
+          o.cpuProf,
+        );
       }
-      const pgb = await measurePgbench(pgdb, o.projects, 'b3-pgbench', o, meter);
-      b3PerSec = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
-      const bad = unexpected(r, ['202', '429']);
-      report.add({
-        figure: `B3 accepted submits/s (${o.projects} projects)`,
-        value: b3PerSec,
-        unit: '/s',
-        baseline: 'pgbench tx',
-        baselineValue: pgb.tps,
-        target: '≥ 0.5×',
-        met: b3PerSec >= 0.5 * pgb.tps,
+      if (o.only.has('b1')) {
+        say('B1: GET /tools/executions/{id} vs its floor (Express + node-postgres + one SELECT), Express 5 and node:http hello-world');
+        const r = await runVersus('b1', getExecutionSpec(tenants), stack.baseUrl, baselines!, o, logDir, meter, true);
+        versusRows(report, 'B1', 'GET /tools/executions/{id}', r, ['200'], 0.5);
+        floorRows(report, 'B1', r.gateway, r.floor!, 0.8);
+      }
+      if (o.only.has('b2')) {
+        say('B2: POST /tools/quote vs Express 5 and node:http hello-world');
+        const r = await runVersus('b2', quoteSpec(tenants, body), stack.baseUrl, baselines!, o, logDir, meter);
+        versusRows(report, 'B2', 'POST /tools/quote', r, ['200'], undefined);
+      }
+      let b3PerSec: number | undefined;
+      let b5PerSec: number | undefined;
+      const load = (spec: ReturnType<typeof submitSpec>) => ({
+        ...spec,
+        url: stack.baseUrl,
+        connections: o.connections,
+        warmupSec: o.warmupSec,
+        durationSec: o.durationSec,
       });
-      report.add({ figure: 'B3 submit p99', value: r.latencyMs.p99, unit: 'ms', baseline: 'pgbench avg', baselineValue: pgb.latencyAvgMs, ratio: null });
-      report.add({ figure: 'B3 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
-      if (bad.count) report.note(`B3 unexpected answers: ${bad.detail}`);
-      if (pgb.failed) report.note(`B3 pgbench: ${pgb.failed} failed transactions`);
-      report.cpuOf('B3 gateway submits', r.cpu);
-      report.cpuOf('B3 pgbench', pgb.cpu);
-      report.figure('b3PerSec', b3PerSec);
-      report.figure('b3P99Ms', r.latencyMs.p99);
-      report.figure('b3PgbenchTps', pgb.tps);
-      report.figure('b3RatioVsPgbench', b3PerSec / pgb.tps);
-      report.figure('b3RateLimited', r.byStatus['429'] ?? 0);
-      report.figure('b3UnexpectedErrors', bad.count);
-      if (floor) floorRows(report, 'B3', { ...r, okPerSec: b3PerSec }, floor, 0.8, '202');
-    }
-    await baselines?.stop();
-    baselines = undefined;
-    if (o.only.has('b4')) {
-      say(`B4: accepted submits/s all on one project (${o.hotKeys} keys), then pgbench on one hot row`);
-      const r = await measure(load(submitSpec(hot, body)), 'b4-submit', logDir, meter);
-      const pgb = await measurePgbench(pgdb, 1, 'b4-pgbench', o, meter);
-      const b4 = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
-      const bad = unexpected(r, ['202', '429']);
-      report.add({
-        figure: 'B4 accepted submits/s (1 project)',
-        value: b4,
-        unit: '/s',
-        baseline: 'B3',
-        baselineValue: b3PerSec,
-        target: '≥ 0.5×',
-        met: b4 >= 0.5 * (b3PerSec ?? Infinity),
-      });
-      report.add({ figure: 'B4 vs the same tx on 1 row', value: b4, unit: '/s', baseline: 'pgbench hot', baselineValue: pgb.tps });
-      report.add({ figure: 'B4 submit p99', value: r.latencyMs.p99, unit: 'ms' });
-      report.add({ figure: 'B4 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
-      if (bad.count) report.note(`B4 unexpected answers: ${bad.detail}`);
-      report.cpuOf('B4 gateway submits', r.cpu);
-      report.cpuOf('B4 pgbench hot row', pgb.cpu);
-      report.figure('b4PerSec', b4);
-      report.figure('b4P99Ms', r.latencyMs.p99);
-      report.figure('b4RatioVsB3', b3PerSec ? b4 / b3PerSec : null);
-      report.figure('b4PgbenchHotTps', pgb.tps);
-      report.figure('b4RatioVsPgbenchHot', b4 / pgb.tps);
-      report.figure('b4UnexpectedErrors', bad.count);
-    }
-    if (o.only.has('b5')) {
-      say(`B5: end-to-end test.sleep executions/s (concurrency ${o.concurrency}), then at half that rate; B6: RSS`);
-      const e = await runB5(stack, { ...submitSpec(tenants, body), url: stack.baseUrl }, o, logDir, meter);
-      say('B5 baseline: pg-boss send → fetch → complete with the same concurrency');
-      const boss = await runPgBoss(pgdb.url, o, logDir, meter);
-      e2eRows(report, e, boss, o.concurrency);
-      b5PerSec = e.perSec;
-    }
-    if (['b7', 'b8', 'b9'].some((b) => o.only.has(b))) {
-      await runPush({ stack, tenants, body, o, logDir, meter, report, capacityPerSec: b5PerSec });
+      if (o.only.has('b3') || o.only.has('b4')) {
+        say(`B3: accepted submits/s over ${o.projects} projects, then pgbench with the same transaction`);
+        const r = await measure(load(submitSpec(tenants, body)), 'b3-submit', logDir, meter);
+        let floor: Measured | undefined;
+        if (baselines) {
+          say('B3 floor: the same submits to Express + node-postgres running the submit statement');
+          floor = await measure({ ...load(submitSpec(tenants, body)), url: baselines.floor.url }, 'b3-floor', logDir, meter);
+        }
+        const pgb = await measurePgbench(pgdb, o.projects, 'b3-pgbench', o, meter);
+        b3PerSec = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
+        const bad = unexpected(r, ['202', '429']);
+        report.add({
+          figure: `B3 accepted submits/s (${o.projects} projects)`,
+          value: b3PerSec,
+          unit: '/s',
+          baseline: 'pgbench tx',
+          baselineValue: pgb.tps,
+          target: '≥ 0.5×',
+          met: b3PerSec >= 0.5 * pgb.tps,
+        });
+        report.add({ figure: 'B3 submit p99', value: r.latencyMs.p99, unit: 'ms', baseline: 'pgbench avg', baselineValue: pgb.latencyAvgMs, ratio: null });
+        report.add({ figure: 'B3 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
+        if (bad.count) report.note(`B3 unexpected answers: ${bad.detail}`);
+        if (pgb.failed) report.note(`B3 pgbench: ${pgb.failed} failed transactions`);
+        report.cpuOf('B3 gateway submits', r.cpu);
+        report.cpuOf('B3 pgbench', pgb.cpu);
+        report.figure('b3PerSec', b3PerSec);
+        report.figure('b3P99Ms', r.latencyMs.p99);
+        report.figure('b3PgbenchTps', pgb.tps);
+        report.figure('b3RatioVsPgbench', b3PerSec / pgb.tps);
+        report.figure('b3RateLimited', r.byStatus['429'] ?? 0);
+        report.figure('b3UnexpectedErrors', bad.count);
+        if (floor) floorRows(report, 'B3', { ...r, okPerSec: b3PerSec }, floor, 0.8, '202');
+      }
+      await baselines?.stop();
+      baselines = undefined;
+      if (o.only.has('b4')) {
+        say(`B4: accepted submits/s all on one project (${o.hotKeys} keys), then pgbench on one hot row`);
+        const r = await measure(load(submitSpec(hot, body)), 'b4-submit', logDir, meter);
+        const pgb = await measurePgbench(pgdb, 1, 'b4-pgbench', o, meter);
+        const b4 = r.byStatus['202'] ? r.byStatus['202'] / r.durationSec : 0;
+        const bad = unexpected(r, ['202', '429']);
+        report.add({
+          figure: 'B4 accepted submits/s (1 project)',
+          value: b4,
+          unit: '/s',
+          baseline: 'B3',
+          baselineValue: b3PerSec,
+          target: '≥ 0.5×',
+          met: b4 >= 0.5 * (b3PerSec ?? Infinity),
+        });
+        report.add({ figure: 'B4 vs the same tx on 1 row', value: b4, unit: '/s', baseline: 'pgbench hot', baselineValue: pgb.tps });
+        report.add({ figure: 'B4 submit p99', value: r.latencyMs.p99, unit: 'ms' });
+        report.add({ figure: 'B4 unexpected answers (429 allowed)', value: bad.count, unit: '', target: '= 0', met: bad.count === 0 });
+        if (bad.count) report.note(`B4 unexpected answers: ${bad.detail}`);
+        report.cpuOf('B4 gateway submits', r.cpu);
+        report.cpuOf('B4 pgbench hot row', pgb.cpu);
+        report.figure('b4PerSec', b4);
+        report.figure('b4P99Ms', r.latencyMs.p99);
+        report.figure('b4RatioVsB3', b3PerSec ? b4 / b3PerSec : null);
+        report.figure('b4PgbenchHotTps', pgb.tps);
+        report.figure('b4RatioVsPgbenchHot', b4 / pgb.tps);
+        report.figure('b4UnexpectedErrors', bad.count);
+      }
+      if (o.only.has('b5')) {
+        say(`B5: end-to-end test.sleep executions/s (concurrency ${o.concurrency}), then at half that rate; B6: RSS`);
+        const e = await runB5(stack, { ...submitSpec(tenants, body), url: stack.baseUrl }, o, logDir, meter);
+        say('B5 baseline: pg-boss send → fetch → complete with the same concurrency');
+        const boss = await runPgBoss(pgdb.url, o, logDir, meter);
+        e2eRows(report, e, boss, o.concurrency);
+        b5PerSec = e.perSec;
+      }
+      if (['b7', 'b8', 'b9'].some((b) => o.only.has(b))) {
+        await runPush({ stack, tenants, body, o, logDir, meter, report, capacityPerSec: b5PerSec });
+      }
     }
   } catch (err) {
     failed = true;

@@ -111,10 +111,10 @@ export class CpuMeter {
   }
 }
 
-/** VmRSS of a process in MB, or undefined once it is gone. */
-export function rssMb(pid: number): number | undefined {
+/** VmRSS of a process in MB (`VmHWM`: its peak since it started), or undefined once it is gone. */
+export function rssMb(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number | undefined {
   try {
-    const m = /VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    const m = new RegExp(`${field}:\\s+(\\d+)\\s+kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) / 1024 : undefined;
   } catch {
     return undefined;
@@ -135,7 +135,7 @@ export class RssSampler {
   start(): void {
     const take = () => {
       for (const [name, pid] of Object.entries(this.pids)) {
-        const each = [pid, ...childPids(pid)].map(rssMb).filter((v): v is number => v !== undefined);
+        const each = [pid, ...childPids(pid)].map((p) => rssMb(p)).filter((v): v is number => v !== undefined);
         if (each.length > 0) (this.samples.get(name) ?? this.samples.set(name, []).get(name)!).push(Math.max(...each));
       }
     };

@@ -54,6 +54,11 @@ export interface BenchOptions {
   taskset: { stack: string; gateway: string } | undefined;
   /** Which benchmarks to run (all by default): --only=b1,b3 for development. */
   only: Set<string>;
+  /**
+   * --history=N: B1, B3 and B5 (with every service's peak RSS) on an empty database, then the
+   * same runs on one holding N executions of history (history-bench.ts); 0: the usual run.
+   */
+  history: number;
 }
 
 /** Database connections of the gateway in all (split over its processes) and pgbench's clients. */
@@ -64,6 +69,7 @@ const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5,b7,b8,b9] [--con
                 [--duration=S] [--projects=N] [--gateway-processes=N]
                 [--db-connections=N] [--streams=N] [--push-runs=N] [--cpu-prof]
                 [--taskset=STACK_CPUS/GATEWAY_CPUS]   e.g. --taskset=0/1
+                [--history=N]   B1, B3, B5 and peak RSS on an empty database, then with N executions of history
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B9 (B6 comes with B5) next to baselines run in the same process tree on this
@@ -93,6 +99,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     'push-runs',
     'cpu-prof',
     'taskset',
+    'history',
   ];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
@@ -103,9 +110,10 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (!Number.isInteger(n) || n < min || n > max) throw new Error(`--${name} must be a whole number from ${min} to ${max}`);
     return n;
   };
-  const all = ['b1', 'b2', 'b3', 'b4', 'b5', 'b7', 'b8', 'b9'];
+  const history = int('history', 0, 0, 100_000_000);
+  const all = history ? ['b1', 'b3', 'b5'] : ['b1', 'b2', 'b3', 'b4', 'b5', 'b7', 'b8', 'b9'];
   const only = new Set((flags.get('only') ?? all.join(',')).split(',').map((s) => s.trim().toLowerCase()));
-  for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}; got "${o}"`);
+  for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}${history ? ' with --history' : ''}; got "${o}"`);
   const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
   const connections = int('db-connections', DB_CONNECTIONS, 1, 200);
   const durationSec = int('duration', quick ? 4 : 15, 1, 120);
@@ -130,5 +138,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     cpuProf: flags.get('cpu-prof') === 'true',
     taskset: tsMatch ? { stack: tsMatch[1]!, gateway: tsMatch[2]! } : undefined,
     only,
+    history,
   };
 }

@@ -46,6 +46,7 @@ export class ServiceStack {
   }
   private s3: EmbeddedS3 | undefined;
   private env: Record<string, string> = {};
+  private readyTimeoutMs = 30_000;
 
   constructor(
     private readonly logDir: string,
@@ -54,7 +55,14 @@ export class ServiceStack {
     private readonly cpuProf = false,
   ) {}
 
-  async start(): Promise<void> {
+  /**
+   * `prepare` runs on the new database before any service starts (the history of
+   * `--history=N`: the relay's start-up audit then reads it, as a relay restarted in production
+   * does). `readyTimeoutMs`: how long a service may take to answer /readyz (the relay audits
+   * the whole ledger before it does, which takes minutes at 10 M executions).
+   */
+  async start(options: { prepare?: (db: Db) => Promise<void>; readyTimeoutMs?: number } = {}): Promise<void> {
+    this.readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
     this.s3 = await startEmbeddedS3();
     this.database = await createTestDatabase();
     this.env = {
@@ -88,6 +96,7 @@ export class ServiceStack {
     await store.ensureBucket();
     store.close();
     this.db = createDb({ url: this.database.url, poolMax: 4, applicationName: 'tes-bench' });
+    await options.prepare?.(this.db);
     this.gateway = await this.startService('gateway');
     this.relay = await this.startService('relay');
   }
@@ -135,13 +144,22 @@ export class ServiceStack {
       nodeArgs: this.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${this.logDir}`, ...(processes > 1 ? [] : [`--cpu-prof-name=${from.name}.cpuprofile`])] : [],
     });
     // each process loads and connects on its own (on one pinned core with --taskset, one after another)
-    await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child, 30_000 * processes);
+    await waitHttpOk(`http://127.0.0.1:${metricsPort}/readyz`, child, this.readyTimeoutMs * processes);
     this.metricsUrl[from.name] = `http://127.0.0.1:${metricsPort}`;
     this.startRssMb[from.name] = Math.max(...[child.pid, ...childPids(child.pid)].map((pid) => rssMb(pid) ?? 0));
     const url = `http://127.0.0.1:${port}`;
     this.serviceUrl[from.name] = url;
     if (from.name === 'gateway') this.baseUrl = url;
     return child;
+  }
+
+  /**
+   * The relay again after its start failed (history-bench: it exits at start when its ledger
+   * audit outgrows the manifest's heap), with extra environment, e.g. a larger heap.
+   */
+  async restartRelay(env: Record<string, string>): Promise<Child> {
+    this.relay = await this.startService('relay', env);
+    return this.relay;
   }
 
   /** The worker; `queues` is its WORKER_QUEUES (default: the test category only, at --concurrency). */

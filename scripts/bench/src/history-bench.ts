@@ -1,0 +1,230 @@
+/**
+ * `npm run bench -- --history=N` (issue #24): what months of history cost. The same runs twice,
+ * on a stack of its own each: first on an empty database, then on one holding N executions of
+ * history (seedHistory: each with its steps, artifact, upload one time in twenty, outbox row,
+ * webhook delivery in one project in ten and five journal entries, over N / 1,000 projects,
+ * spread over 30 days), seeded in SQL before any service starts, so the relay's start-up pass
+ * and every cache start on the history as they would after a restart in production. Each run:
+ * B1 (polls), B3 (submits) and B5 (end to end, with its half-load latencies) as the usual run
+ * measures them, on the usual fresh tenants (`--projects`), then every service's peak RSS:
+ * VmHWM (the kernel's high-water mark since the process started, so the relay's start-up audit
+ * counts) of gateway and relay, and the worker's peak sampled during B5 (it runs only then).
+ * Figure = seeded; baseline = empty; target ≥ 0.9× (issue #24) and RSS within 70 % of the
+ * manifest's memory limit (30 % headroom).
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { childPids, seedHistory } from '@tes/testing';
+import { getExecutionSpec, measure, submitSpec } from './bench-http';
+import { runB5, type E2eResult } from './e2e';
+import { rssMb, type CpuMeter } from './meter';
+import type { BenchOptions } from './options';
+import type { Report } from './report';
+import { seedSpread, submitBody, submitOneEach } from './seed';
+import { ServiceStack } from './stack';
+
+const say = (s: string) => process.stderr.write(`bench: ${s}\n`);
+const ROOT = path.resolve(__dirname, '../../..');
+const SERVICES = ['gateway', 'relay', 'worker'] as const;
+type Service = (typeof SERVICES)[number];
+
+interface Phase {
+  history: number;
+  seedSec: number;
+  b1: number | undefined;
+  b1P99: number | undefined;
+  b3: number | undefined;
+  b3P99: number | undefined;
+  b5: E2eResult | undefined;
+  peakRssMb: Record<Service, number | undefined>;
+  relayStartSec: number;
+  /** Why the relay did not start with its manifest's heap cap, when it did not. */
+  relayFailure?: string;
+}
+
+/** The heap the relay is given when it could not start with its manifest's (a measurement aid, not a setting). */
+const RELAY_ROOM = '--max-old-space-size=4096';
+
+/** The memory limit (MiB) of a service's container in deploy/k8s/base (the image worker's for the worker, as B6). */
+function memoryLimitMb(name: Service): number | undefined {
+  const file = path.join(ROOT, 'deploy/k8s/base', `${name === 'worker' ? 'worker-image' : name}.yaml`);
+  for (const doc of parseAllDocuments(readFileSync(file, 'utf8'))) {
+    const obj = doc.toJS() as { kind?: string; spec?: { template?: { spec?: { containers?: { resources?: { limits?: { memory?: string } } }[] } } } } | null;
+    const raw = obj?.kind === 'Deployment' ? obj.spec?.template?.spec?.containers?.[0]?.resources?.limits?.memory : undefined;
+    const m = raw === undefined ? null : /^(\d+)(Mi|Gi)$/.exec(raw);
+    if (m) return Number(m[1]) * (m[2] === 'Gi' ? 1024 : 1); // MiB, as rssMb reports
+  }
+  return undefined;
+}
+
+/** Peak RSS (MB) of a process and its children since they started. */
+const highWaterMb = (pid: number): number | undefined => {
+  const each = [pid, ...childPids(pid)].map((p) => rssMb(p, 'VmHWM')).filter((v): v is number => v !== undefined);
+  return each.length ? Math.max(...each) : undefined;
+};
+
+async function runPhase(o: BenchOptions, history: number, logDir: string, meter: CpuMeter, report: Report): Promise<Phase> {
+  const tag = history ? 'history' : 'empty';
+  const stack = new ServiceStack(logDir, o);
+  const phase: Phase = {
+    history,
+    seedSec: 0,
+    b1: undefined,
+    b1P99: undefined,
+    b3: undefined,
+    b3P99: undefined,
+    b5: undefined,
+    peakRssMb: { gateway: undefined, relay: undefined, worker: undefined },
+    relayStartSec: 0,
+  };
+  try {
+    const started = Date.now();
+    const starting = stack.start({
+      // the relay audits the whole ledger before it is ready: minutes at 10 M executions
+      readyTimeoutMs: 60_000 + history / 10,
+      prepare: async (db) => {
+        if (!history) return;
+        say(`seeding ${history.toLocaleString('en-US')} executions of history (steps, artifacts, uploads, outbox, webhooks, journal)`);
+        const t = Date.now();
+        let lastSaid = 0;
+        await seedHistory(db, {
+          executions: history,
+          batch: 50_000,
+          onProgress: (written, total) => {
+            if (Date.now() - lastSaid < 10_000 && written < total) return;
+            lastSaid = Date.now();
+            const sec = (Date.now() - t) / 1000;
+            say(
+              `  history: ${written.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} executions, ${sec.toFixed(0)} s (${(written / sec).toFixed(0)}/s)`,
+            );
+          },
+        });
+        phase.seedSec = (Date.now() - t) / 1000;
+        say(`  history seeded and analyzed in ${phase.seedSec.toFixed(0)} s`);
+      },
+    });
+    await starting.catch(async (err: unknown) => {
+      // the relay audits the whole ledger in memory before it is ready: past some history it
+      // dies of its heap cap. Said as a result; the run goes on with a relay given room, so the
+      // other figures are still measured (and its peak RSS says how much it needed).
+      const relay = (stack as Partial<Pick<ServiceStack, 'relay'>>).relay;
+      if (!history || relay !== undefined || (stack as Partial<Pick<ServiceStack, 'gateway'>>).gateway === undefined) throw err;
+      phase.relayFailure = ((err as Error).message.split('\n')[0] ?? '').slice(0, 200); // its log (the V8 report) is kept and noted
+      say(`the relay did not start on the history (${phase.relayFailure}); starting it again with ${RELAY_ROOM}`);
+      await stack.restartRelay({ NODE_OPTIONS: RELAY_ROOM });
+    });
+    phase.relayStartSec = (Date.now() - started) / 1000 - phase.seedSec;
+    meter.label(stack.gateway.pid, 'gateway');
+    meter.label(stack.relay.pid, 'relay');
+    const tenants = await seedSpread(stack.db, o.projects);
+    const body = await submitBody(stack.baseUrl, tenants[0]!.secret);
+    await submitOneEach(stack.baseUrl, tenants, body);
+    const load = <T extends object>(spec: T) => ({
+      ...spec,
+      url: stack.baseUrl,
+      connections: o.connections,
+      warmupSec: o.warmupSec,
+      durationSec: o.durationSec,
+    });
+    if (o.only.has('b1')) {
+      say(`B1 (${tag}): GET /tools/executions/{id}`);
+      const r = await measure(load(getExecutionSpec(tenants)), `b1-${tag}`, logDir, meter);
+      [phase.b1, phase.b1P99] = [r.okPerSec, r.latencyMs.p99];
+      report.cpuOf(`B1 ${tag}`, r.cpu);
+    }
+    if (o.only.has('b3')) {
+      say(`B3 (${tag}): accepted submits/s over ${o.projects} projects`);
+      const r = await measure(load(submitSpec(tenants, body)), `b3-${tag}`, logDir, meter);
+      [phase.b3, phase.b3P99] = [(r.byStatus['202'] ?? 0) / r.durationSec, r.latencyMs.p99];
+      report.cpuOf(`B3 ${tag}`, r.cpu);
+    }
+    if (o.only.has('b5')) {
+      say(`B5 (${tag}): end-to-end test.sleep executions/s, then at half that rate`);
+      phase.b5 = await runB5(stack, { ...submitSpec(tenants, body), url: stack.baseUrl }, o, logDir, meter);
+      phase.peakRssMb.worker = phase.b5.rss.worker?.peakMb;
+      report.cpuOf(`B5 ${tag}`, phase.b5.cpu);
+    }
+    phase.peakRssMb.gateway = highWaterMb(stack.gateway.pid);
+    phase.peakRssMb.relay = highWaterMb(stack.relay.pid);
+    return phase;
+  } finally {
+    say(`cleaning up the ${tag} stack`);
+    await stack.stop();
+  }
+}
+
+/** Both runs, then their rows: the seeded figure next to the empty one. */
+export async function runHistoryComparison(o: BenchOptions, logDir: string, meter: CpuMeter, report: Report): Promise<void> {
+  const empty = await runPhase(o, 0, logDir, meter, report);
+  const seeded = await runPhase(o, o.history, logDir, meter, report);
+  const n = o.history.toLocaleString('en-US');
+  const ratioRow = (figure: string, value: number | undefined, baseline: number | undefined, unit: string, higherIsBetter: boolean) =>
+    report.add({
+      figure: `${figure} (history ${n})`,
+      value,
+      unit,
+      baseline: 'empty',
+      baselineValue: baseline,
+      ...(higherIsBetter ? { target: '≥ 0.9×', met: value !== undefined && baseline !== undefined && value >= 0.9 * baseline } : { ratio: null }),
+    });
+  if (o.only.has('b1')) {
+    ratioRow('B1 GET /tools/executions/{id} req/s', seeded.b1, empty.b1, '/s', true);
+    ratioRow('B1 p99', seeded.b1P99, empty.b1P99, 'ms', false);
+  }
+  if (o.only.has('b3')) {
+    ratioRow('B3 accepted submits/s', seeded.b3, empty.b3, '/s', true);
+    ratioRow('B3 p99', seeded.b3P99, empty.b3P99, 'ms', false);
+  }
+  if (o.only.has('b5')) {
+    ratioRow('B5 test.sleep executions/s', seeded.b5?.perSec, empty.b5?.perSec, '/s', true);
+    ratioRow('B5 accept→succeeded p99 @ half', seeded.b5?.half?.doneP99, empty.b5?.half?.doneP99, 'ms', false);
+  }
+  for (const name of SERVICES) {
+    const limit = memoryLimitMb(name);
+    const value = seeded.peakRssMb[name];
+    if (value === undefined && empty.peakRssMb[name] === undefined) continue; // the worker runs only for B5
+    report.add({
+      figure: `peak RSS ${name} (history ${n})`,
+      value,
+      unit: 'MB',
+      baseline: 'empty',
+      baselineValue: empty.peakRssMb[name],
+      ratio: null,
+      ...(limit ? { target: `≤ ${Math.round(0.7 * limit)} MB (70 % of ${Math.round(limit)})`, met: value !== undefined && value <= 0.7 * limit } : {}),
+    });
+  }
+  report.note(
+    `history: ${n} executions seeded in ${seeded.seedSec.toFixed(0)} s; the relay took ${seeded.relayStartSec.toFixed(1)} s to start on it (empty: ${empty.relayStartSec.toFixed(1)} s, both include the gateway's start)`,
+  );
+  if (seeded.relayFailure)
+    report.note(
+      `the relay did NOT start on ${n} executions of history with its manifest's NODE_OPTIONS (${seeded.relayFailure}); it was started again with ${RELAY_ROOM} to measure the rest, so its peak RSS is what it needed`,
+    );
+  report.figure('historyRelayStartFailed', seeded.relayFailure !== undefined);
+  for (const [p, tag] of [
+    [empty, 'empty'],
+    [seeded, 'history'],
+  ] as const) {
+    if (p.b5?.failed) report.note(`B5 (${tag}): ${p.b5.failed} failed or needs_review executions`);
+    if (p.b5?.backlogPurged) report.note(`B5 (${tag}): the capacity run's backlog did not drain in time; dropped ${p.b5.backlogPurged} messages`);
+  }
+  report.figure('historyExecutions', o.history);
+  report.figure('historySeedSec', seeded.seedSec);
+  report.figure('historyRelayStartSec', seeded.relayStartSec);
+  for (const [p, tag] of [
+    [empty, 'Empty'],
+    [seeded, 'History'],
+  ] as const) {
+    report.figure(`b1ReqPerSec${tag}`, p.b1);
+    report.figure(`b1P99Ms${tag}`, p.b1P99);
+    report.figure(`b3PerSec${tag}`, p.b3);
+    report.figure(`b3P99Ms${tag}`, p.b3P99);
+    report.figure(`b5PerSec${tag}`, p.b5?.perSec);
+    report.figure(`b5AcceptToSucceededP99Ms${tag}`, p.b5?.half?.doneP99);
+    for (const name of SERVICES) report.figure(`${name}PeakRssMb${tag}`, p.peakRssMb[name]);
+  }
+  if (empty.b1 && seeded.b1) report.figure('b1RatioHistory', seeded.b1 / empty.b1);
+  if (empty.b3 && seeded.b3) report.figure('b3RatioHistory', seeded.b3 / empty.b3);
+  if (empty.b5?.perSec && seeded.b5?.perSec) report.figure('b5RatioHistory', seeded.b5.perSec / empty.b5.perSec);
+}
