@@ -119,6 +119,18 @@ it('serves an interactive reference at /docs from the same document, assets incl
   expect(traversal.status).toBe(404);
 });
 
+it('lets no other site frame /docs, and nothing of it be sniffed into another type (issue #26)', async () => {
+  for (const path of ['/docs', '/docs/init.js', '/docs/assets/swagger-ui-bundle.js', '/openapi.json']) {
+    const res = await stack.http().get(path);
+    expect([path, res.status]).toEqual([path, 200]);
+    expect([path, res.headers['x-frame-options'], res.headers['x-content-type-options']]).toEqual([path, 'DENY', 'nosniff']);
+    const csp = res.headers['content-security-policy']?.split('; ') ?? [];
+    expect([path, csp]).toEqual([path, expect.arrayContaining(["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"])]);
+    // no source but this origin may run scripts or be called (tests/browser renders the page under it)
+    expect(csp.filter((d) => /^(script|connect)-src/.test(d))).toEqual(["script-src 'self'", "connect-src 'self'"]);
+  }
+});
+
 it('lists executions through the project index, not a scan', async () => {
   await stack.db.raw('ANALYZE executions');
   // One connection, seq scans discouraged: the table is tiny here, and the question is
