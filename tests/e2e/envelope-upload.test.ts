@@ -264,6 +264,15 @@ describe('upload slots', () => {
 
   const png = () => stack.http().post('/tools/upload');
 
+  /** The access log writes its line when the response closes, a moment after the client has it. */
+  async function waitFor<T>(find: () => T | undefined): Promise<T> {
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+      const found = find();
+      if (found !== undefined) return found;
+    }
+    throw new Error('no such log line within 10 s');
+  }
+
   it(`at most 2 uploads are read at once per process: one more gets 503 with Retry-After, nothing stored; a slot frees when a client goes away`, async () => {
     expect(stack.config.uploadConcurrency).toBe(2);
     const [a, b, c] = [await stack.seed(), await stack.seed(), await stack.seed()];
@@ -274,6 +283,9 @@ describe('upload slots', () => {
         .send({ mimeType: 'image/png', data: PNG.toString('base64') });
       expectEnvelope(refused, 503, 'service_unavailable');
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      // what clients cause is no error of ours: its access-log line is at warn (issue #26)
+      const line = await waitFor(() => stack.logs.records.find((r) => r.message === 'gateway.http.request' && r.requestId === refused.headers['x-request-id']));
+      expect([line.level, line.status, line.errorCode]).toEqual(['warn', 503, 'service_unavailable']);
       expect(await stack.db('files').where({ project_id: c.projectId })).toHaveLength(0);
       // a caller without a key is refused before any slot or body read
       expectEnvelope(await png().send({ mimeType: 'image/png', data: PNG.toString('base64') }), 401, 'platform_api_key_missing');

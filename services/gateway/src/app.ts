@@ -4,7 +4,7 @@ import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError, isAppError } from '@tes/core';
 import { isConnectionError, isRetryableTransactionError } from '@tes/db';
-import { AccessLog, markError, routeOf } from './access-log';
+import { AccessLog, markError, markRefusal, routeOf } from './access-log';
 import { consoleSite } from './console';
 import type { GatewayDeps } from './context';
 import { httpFor } from './errors';
@@ -87,6 +87,8 @@ export function createApp(deps: GatewayDeps): express.Express {
     const details = appError.details;
     if (res.headersSent) return;
     markError(res, appError.code);
+    // an operator's switch, not a failure
+    if (appError.code === 'execution_disabled') markRefusal(res);
     if (appError.code === 'service_unavailable') res.set('Retry-After', '2');
     if (http === 429 || http === 503) deps.metrics.httpRejections.inc({ reason: appError.code });
     sendJson(res, http, { error: { status, message: appError.code, ...(details ? { details } : {}) } });
