@@ -20,6 +20,16 @@ export interface Config {
   readonly otelExporterOtlpEndpoint: string | null;
   readonly databaseUrl: string;
   readonly dbPoolMax: number;
+  /**
+   * Bounds on every wait in Postgres, set on each pooled connection (dbTimeoutsFor): a
+   * statement's run, a lock's wait, a transaction left idle. null (the variable unset): the
+   * process's role's default (DB_TIMEOUT_DEFAULTS); 0: none.
+   */
+  readonly dbTimeouts: {
+    readonly statementTimeoutMs: number | null;
+    readonly lockTimeoutMs: number | null;
+    readonly idleInTransactionTimeoutMs: number | null;
+  };
   /** Gateway processes sharing PORT (node:cluster); 1 = the process itself serves. */
   readonly gatewayProcesses: number;
   /** Uploads one gateway process reads at once (each holds up to ~4× its 16 MiB body in memory). */
@@ -40,6 +50,10 @@ export interface Config {
     readonly region: string;
     readonly accessKeyId: string;
     readonly secretAccessKey: string;
+    /** Connecting to the object store, per attempt. */
+    readonly connectTimeoutMs: number;
+    /** One request's whole exchange (a 12 MiB upload's bytes included), per attempt. */
+    readonly requestTimeoutMs: number;
   };
   readonly workerQueues: readonly string[];
   readonly workerConcurrency: number;
@@ -66,6 +80,8 @@ export interface Config {
    */
   readonly dispatchDeadlineMs: number;
   readonly janitorIntervalMs: number;
+  /** One object delete by the janitor, retries included; a row claimed for deletion waits at most this and a margin. */
+  readonly janitorDeleteTimeoutMs: number;
   readonly stateMetricsIntervalMs: number;
   readonly ledgerAuditIntervalMs: number;
   /** Delay between polls of a provider job while an execution is waiting. */
@@ -169,6 +185,12 @@ export function loadConfig(env: Env = process.env): Config {
     if (n < min || n > max) problems.push(`${name} must be between ${min} and ${max}, got ${n}`);
     return n;
   };
+  /** A whole number, or null when the variable is unset (the caller has a default of its own). */
+  const optionalInt = (name: string, min: number, max: number): number | null => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return null;
+    return int(name, min, min, max);
+  };
   const bool = (name: string, fallback: boolean): boolean => {
     const raw = env[name];
     if (raw === undefined || raw === '') return fallback;
@@ -261,6 +283,11 @@ export function loadConfig(env: Env = process.env): Config {
     otelExporterOtlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT ? url('OTEL_EXPORTER_OTLP_ENDPOINT', '', ['http:', 'https:']) : null,
     databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
+    dbTimeouts: {
+      statementTimeoutMs: optionalInt('DB_STATEMENT_TIMEOUT_MS', 0, 24 * HOUR),
+      lockTimeoutMs: optionalInt('DB_LOCK_TIMEOUT_MS', 0, HOUR),
+      idleInTransactionTimeoutMs: optionalInt('DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 0, HOUR),
+    },
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
     uploadConcurrency: int('UPLOAD_CONCURRENCY', 2, 1, 64),
     uploadMinBytesPerSecond: int('UPLOAD_MIN_BYTES_PER_SECOND', 32 * 1024, 0, 1024 ** 3),
@@ -273,6 +300,8 @@ export function loadConfig(env: Env = process.env): Config {
       region: str('S3_REGION', DEFAULTS.S3_REGION),
       accessKeyId: str('S3_ACCESS_KEY_ID', DEFAULTS.S3_ACCESS_KEY_ID),
       secretAccessKey: str('S3_SECRET_ACCESS_KEY', DEFAULTS.S3_SECRET_ACCESS_KEY),
+      connectTimeoutMs: int('S3_CONNECT_TIMEOUT_MS', 3_000, 100, 60_000),
+      requestTimeoutMs: int('S3_REQUEST_TIMEOUT_MS', 60_000, 1_000, 600_000),
     },
     workerQueues,
     workerConcurrency: int('WORKER_CONCURRENCY', 4, 1, 256),
@@ -291,6 +320,7 @@ export function loadConfig(env: Env = process.env): Config {
     outboxGraceMs: int('OUTBOX_GRACE_MS', 5_000, 0, 600_000),
     dispatchDeadlineMs: int('DISPATCH_DEADLINE_MS', 60_000, 100, 3_600_000),
     janitorIntervalMs: int('JANITOR_INTERVAL_MS', 60_000, 100, 86_400_000),
+    janitorDeleteTimeoutMs: int('JANITOR_DELETE_TIMEOUT_MS', 10_000, 100, 600_000),
     stateMetricsIntervalMs: int('STATE_METRICS_INTERVAL_MS', 10_000, 100, 3_600_000),
     ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 600_000, 100, 86_400_000),
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),
@@ -354,6 +384,44 @@ function deepFreeze<T>(obj: T): T {
     Object.freeze(obj);
   }
   return obj;
+}
+
+/** The processes that talk to Postgres, each with its own bounds on waiting there. */
+export type DbRole = 'gateway' | 'worker' | 'relay' | 'admin';
+
+/**
+ * Each role's defaults, in ms (0: none), for what DB_STATEMENT_TIMEOUT_MS, DB_LOCK_TIMEOUT_MS
+ * and DB_IDLE_IN_TRANSACTION_TIMEOUT_MS leave unset:
+ * - gateway: a request's statements are short; one stuck behind a lock or a slow plan is
+ *   answered 503 service_unavailable (retryable) within seconds rather than holding a client
+ *   and a pooled connection.
+ * - worker: settlements and step records, short too, but a failed one costs an attempt: more room.
+ * - relay: its sweeps are short, but the periodic ledger audit reads every journal row.
+ * - admin: no statement timeout: `migrate` may rewrite or backfill a table and `ledger audit`
+ *   / `ledger export` read everything, with an operator watching (Ctrl-C ends them). A lock
+ *   timeout still: a migration queued behind a long transaction for an ACCESS EXCLUSIVE lock
+ *   blocks every statement queued behind it, so it fails after 10 s instead (it is one
+ *   transaction: run it again). No idle-in-transaction bound: `ledger export` reads one
+ *   read-only snapshot in batches and waits on its reader (a pipe) between them.
+ * The services: a transaction left idle (a process stuck between two statements, holding its
+ *   locks) is ended by the server.
+ */
+export const DB_TIMEOUT_DEFAULTS: Readonly<Record<DbRole, { statementTimeoutMs: number; lockTimeoutMs: number; idleInTransactionTimeoutMs: number }>> = {
+  gateway: { statementTimeoutMs: 10_000, lockTimeoutMs: 5_000, idleInTransactionTimeoutMs: 10_000 },
+  worker: { statementTimeoutMs: 30_000, lockTimeoutMs: 10_000, idleInTransactionTimeoutMs: 30_000 },
+  relay: { statementTimeoutMs: 300_000, lockTimeoutMs: 10_000, idleInTransactionTimeoutMs: 60_000 },
+  admin: { statementTimeoutMs: 0, lockTimeoutMs: 10_000, idleInTransactionTimeoutMs: 0 },
+};
+
+/** The bounds a process of this role sets on its connections: the configured ones, else the role's defaults. */
+export function dbTimeoutsFor(config: Config, role: DbRole): { statementTimeoutMs: number; lockTimeoutMs: number; idleInTransactionTimeoutMs: number } {
+  const d = DB_TIMEOUT_DEFAULTS[role];
+  const t = config.dbTimeouts;
+  return {
+    statementTimeoutMs: t.statementTimeoutMs ?? d.statementTimeoutMs,
+    lockTimeoutMs: t.lockTimeoutMs ?? d.lockTimeoutMs,
+    idleInTransactionTimeoutMs: t.idleInTransactionTimeoutMs ?? d.idleInTransactionTimeoutMs,
+  };
 }
 
 /** Which provider credentials are configured (the catalog offers those models only). */

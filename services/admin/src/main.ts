@@ -1,4 +1,4 @@
-import { loadConfig } from '@tes/config';
+import { dbTimeoutsFor, loadConfig } from '@tes/config';
 import { createDb } from '@tes/db';
 import { runCli } from './cli';
 
@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   }
   const code = await runCli(
     process.argv.slice(2),
-    () => createDb({ url: config.databaseUrl, poolMax: 2, applicationName: 'tes-admin' }),
+    () => createDb({ url: config.databaseUrl, poolMax: 2, applicationName: 'tes-admin', timeouts: dbTimeoutsFor(config, 'admin') }),
     {
       out: (t) => process.stdout.write(`${t}\n`),
       err: (t) => process.stderr.write(`${t}\n`),
