@@ -173,8 +173,13 @@ export class ObjectStore {
   }
 }
 
-export function uploadKey(projectId: string, sha256: string): string {
-  return `projects/${projectId}/uploads/${sha256}`;
+/**
+ * Where an upload's bytes go: by content, and for a record revived after it expired, with a
+ * suffix of that life's own (`generation`), so a delete of an earlier life's object that lands
+ * late never removes the revived one's (recordUpload).
+ */
+export function uploadKey(projectId: string, sha256: string, generation?: string): string {
+  return `projects/${projectId}/uploads/${sha256}${generation ? `.${generation}` : ''}`;
 }
 
 export function artifactKey(projectId: string, executionId: string, artifactId: string, ext: string): string {

@@ -50,8 +50,9 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
     intervalMs: config.outboxSweepIntervalMs,
     graceMs: config.outboxGraceMs,
     redispatchMs: config.dispatchDeadlineMs,
-    deleteObject: (key) => store.delete(key),
+    deleteObject: (key, signal) => store.delete(key, signal),
     janitorIntervalMs: config.janitorIntervalMs,
+    janitorDeleteTimeoutMs: config.janitorDeleteTimeoutMs,
   });
   relay.start();
   started.add('relay', () => relay.stop());
