@@ -119,6 +119,18 @@ it('serves an interactive reference at /docs from the same document, assets incl
   expect(traversal.status).toBe(404);
 });
 
+it('lets no other site frame /docs, and nothing of it be sniffed into another type (issue #26)', async () => {
+  for (const path of ['/docs', '/docs/init.js', '/docs/assets/swagger-ui-bundle.js', '/openapi.json']) {
+    const res = await stack.http().get(path);
+    expect([path, res.status]).toEqual([path, 200]);
+    expect([path, res.headers['x-frame-options'], res.headers['x-content-type-options']]).toEqual([path, 'DENY', 'nosniff']);
+    const csp = res.headers['content-security-policy']?.split('; ') ?? [];
+    expect([path, csp]).toEqual([path, expect.arrayContaining(["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"])]);
+    // no source but this origin may run scripts or be called (tests/browser renders the page under it)
+    expect(csp.filter((d) => /^(script|connect)-src/.test(d))).toEqual(["script-src 'self'", "connect-src 'self'"]);
+  }
+});
+
 it('lists executions through the project index, not a scan', async () => {
   await stack.db.raw('ANALYZE executions');
   // One connection, seq scans discouraged: the table is tiny here, and the question is
@@ -252,6 +264,15 @@ describe('upload slots', () => {
 
   const png = () => stack.http().post('/tools/upload');
 
+  /** The access log writes its line when the response closes, a moment after the client has it. */
+  async function waitFor<T>(find: () => T | undefined): Promise<T> {
+    for (const deadline = Date.now() + 10_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 20))) {
+      const found = find();
+      if (found !== undefined) return found;
+    }
+    throw new Error('no such log line within 10 s');
+  }
+
   it(`at most 2 uploads are read at once per process: one more gets 503 with Retry-After, nothing stored; a slot frees when a client goes away`, async () => {
     expect(stack.config.uploadConcurrency).toBe(2);
     const [a, b, c] = [await stack.seed(), await stack.seed(), await stack.seed()];
@@ -262,6 +283,9 @@ describe('upload slots', () => {
         .send({ mimeType: 'image/png', data: PNG.toString('base64') });
       expectEnvelope(refused, 503, 'service_unavailable');
       expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      // what clients cause is no error of ours: its access-log line is at warn (issue #26)
+      const line = await waitFor(() => stack.logs.records.find((r) => r.message === 'gateway.http.request' && r.requestId === refused.headers['x-request-id']));
+      expect([line.level, line.status, line.errorCode]).toEqual(['warn', 503, 'service_unavailable']);
       expect(await stack.db('files').where({ project_id: c.projectId })).toHaveLength(0);
       // a caller without a key is refused before any slot or body read
       expectEnvelope(await png().send({ mimeType: 'image/png', data: PNG.toString('base64') }), 401, 'platform_api_key_missing');

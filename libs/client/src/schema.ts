@@ -181,7 +181,7 @@ export interface paths {
         };
         /**
          * Follow an execution's changes as Server-Sent Events
-         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). The stream counts once toward the rate limit.
+         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). A stream lives no longer than its key: if the key is revoked or expires while the stream is open, the stream ends with one `event: error` whose `data:` is the error envelope a new request would get (`platform_api_key_revoked`, `platform_api_key_expired`), and a reconnect is refused with 401. The stream counts once toward the rate limit.
          *
          *     ```
          *     curl -N -H "Authorization: Bearer $TES_API_KEY" $TES_URL/tools/executions/exe_…/events
@@ -1377,7 +1377,7 @@ export interface components {
         /** @description Only executions of this tool. */
         ToolFilter: components["schemas"]["ToolName"];
         /**
-         * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state. Other preferences are ignored.
+         * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). Other preferences are ignored.
          * @example wait=30
          */
         PreferWait: string;
@@ -1643,7 +1643,7 @@ export interface operations {
                 /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
                 "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
                 /**
-                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state. Other preferences are ignored.
+                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). Other preferences are ignored.
                  * @example wait=30
                  */
                 Prefer?: components["parameters"]["PreferWait"];
@@ -1758,7 +1758,7 @@ export interface operations {
                 /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
                 "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
                 /**
-                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state. Other preferences are ignored.
+                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). Other preferences are ignored.
                  * @example wait=30
                  */
                 Prefer?: components["parameters"]["PreferWait"];

@@ -1,5 +1,7 @@
 import { isIP } from 'node:net';
 
+export { dbTimeoutsFor, type DbRole } from './db-timeouts';
+
 /**
  * Typed configuration, read from the environment once at boot and frozen.
  * Every invalid variable is reported in one error so an operator fixes them in one go.
@@ -20,6 +22,16 @@ export interface Config {
   readonly otelExporterOtlpEndpoint: string | null;
   readonly databaseUrl: string;
   readonly dbPoolMax: number;
+  /**
+   * Bounds on every wait in Postgres, set on each pooled connection (dbTimeoutsFor): a
+   * statement's run, a lock's wait, a transaction left idle. null (the variable unset): the
+   * process's role's default (DB_TIMEOUT_DEFAULTS); 0: none.
+   */
+  readonly dbTimeouts: {
+    readonly statementTimeoutMs: number | null;
+    readonly lockTimeoutMs: number | null;
+    readonly idleInTransactionTimeoutMs: number | null;
+  };
   /** Gateway processes sharing PORT (node:cluster); 1 = the process itself serves. */
   readonly gatewayProcesses: number;
   /** Uploads one gateway process reads at once (each holds up to ~4× its 16 MiB body in memory). */
@@ -40,6 +52,10 @@ export interface Config {
     readonly region: string;
     readonly accessKeyId: string;
     readonly secretAccessKey: string;
+    /** Connecting to the object store, per attempt. */
+    readonly connectTimeoutMs: number;
+    /** One request's whole exchange (a 12 MiB upload's bytes included), per attempt. */
+    readonly requestTimeoutMs: number;
   };
   readonly workerQueues: readonly string[];
   readonly workerConcurrency: number;
@@ -82,6 +98,8 @@ export interface Config {
     readonly rateLimitsMs: number;
     readonly usageMonths: number;
   };
+  /** One object delete by the janitor, retries included; a row claimed for deletion waits at most this and a margin. */
+  readonly janitorDeleteTimeoutMs: number;
   readonly stateMetricsIntervalMs: number;
   readonly ledgerAuditIntervalMs: number;
   /** Delay between polls of a provider job while an execution is waiting. */
@@ -185,6 +203,12 @@ export function loadConfig(env: Env = process.env): Config {
     if (n < min || n > max) problems.push(`${name} must be between ${min} and ${max}, got ${n}`);
     return n;
   };
+  /** A whole number, or null when the variable is unset (the caller has a default of its own). */
+  const optionalInt = (name: string, min: number, max: number): number | null => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return null;
+    return int(name, min, min, max);
+  };
   const bool = (name: string, fallback: boolean): boolean => {
     const raw = env[name];
     if (raw === undefined || raw === '') return fallback;
@@ -277,6 +301,11 @@ export function loadConfig(env: Env = process.env): Config {
     otelExporterOtlpEndpoint: env.OTEL_EXPORTER_OTLP_ENDPOINT ? url('OTEL_EXPORTER_OTLP_ENDPOINT', '', ['http:', 'https:']) : null,
     databaseUrl: url('DATABASE_URL', DEFAULTS.DATABASE_URL, ['postgres:', 'postgresql:']),
     dbPoolMax: int('DB_POOL_MAX', 10, 1, 500),
+    dbTimeouts: {
+      statementTimeoutMs: optionalInt('DB_STATEMENT_TIMEOUT_MS', 0, 24 * HOUR),
+      lockTimeoutMs: optionalInt('DB_LOCK_TIMEOUT_MS', 0, HOUR),
+      idleInTransactionTimeoutMs: optionalInt('DB_IDLE_IN_TRANSACTION_TIMEOUT_MS', 0, HOUR),
+    },
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
     uploadConcurrency: int('UPLOAD_CONCURRENCY', 2, 1, 64),
     uploadMinBytesPerSecond: int('UPLOAD_MIN_BYTES_PER_SECOND', 32 * 1024, 0, 1024 ** 3),
@@ -289,6 +318,8 @@ export function loadConfig(env: Env = process.env): Config {
       region: str('S3_REGION', DEFAULTS.S3_REGION),
       accessKeyId: str('S3_ACCESS_KEY_ID', DEFAULTS.S3_ACCESS_KEY_ID),
       secretAccessKey: str('S3_SECRET_ACCESS_KEY', DEFAULTS.S3_SECRET_ACCESS_KEY),
+      connectTimeoutMs: int('S3_CONNECT_TIMEOUT_MS', 3_000, 100, 60_000),
+      requestTimeoutMs: int('S3_REQUEST_TIMEOUT_MS', 60_000, 1_000, 600_000),
     },
     workerQueues,
     workerConcurrency: int('WORKER_CONCURRENCY', 4, 1, 256),
@@ -317,6 +348,7 @@ export function loadConfig(env: Env = process.env): Config {
       // at least the current and the previous month: a month's last settles and flushes land at its end
       usageMonths: int('USAGE_RETENTION_MONTHS', 13, 2, 1_200),
     },
+    janitorDeleteTimeoutMs: int('JANITOR_DELETE_TIMEOUT_MS', 10_000, 100, 600_000),
     stateMetricsIntervalMs: int('STATE_METRICS_INTERVAL_MS', 10_000, 100, 3_600_000),
     ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 600_000, 100, 86_400_000),
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),

@@ -34,7 +34,10 @@ describe('loadConfig', () => {
       region: DEFAULTS.S3_REGION,
       accessKeyId: DEFAULTS.S3_ACCESS_KEY_ID,
       secretAccessKey: DEFAULTS.S3_SECRET_ACCESS_KEY,
+      connectTimeoutMs: 3_000,
+      requestTimeoutMs: 60_000,
     });
+    expect(c.dbTimeouts).toEqual({ statementTimeoutMs: null, lockTimeoutMs: null, idleInTransactionTimeoutMs: null });
     expect(c.providers).toEqual({ replicateApiToken: undefined, openaiApiKey: undefined, falKey: undefined });
   });
 

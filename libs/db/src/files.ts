@@ -51,7 +51,12 @@ const FILE_COLUMNS: (keyof FileRow)[] = ['id', 'project_id', 'sha256', 'format',
 /**
  * Records an upload. Content is unique per project by sha256: a second upload of the same
  * bytes returns the first record (same id, same deadline). A record whose deadline has
- * passed is revived with a new deadline, since its object was (or will be) deleted. The
+ * passed is revived with a new deadline and the caller's storage key, since its object was
+ * (or will be) deleted. The caller must then give a key no earlier life of the record used
+ * and have written the object there already (uploadStorageKey): the janitor may still be
+ * deleting the old key, and a delete sent to object storage can take effect after its sender
+ * gave up on it (issue #26), so a revive that reused the key could lose its bytes. Reviving
+ * ends the janitor's claim on the row, whose mark then matches nothing (sweepExpired). The
  * facts are the first upload's and never change, so a file's quotes stay the same.
  */
 export async function recordUpload(
@@ -72,7 +77,8 @@ export async function recordUpload(
     `INSERT INTO files (id, project_id, sha256, format, mime_type, size_bytes, storage_key, facts, expires_at)
      VALUES (:id, :projectId, :sha256, :format, :mimeType, :sizeBytes, :storageKey, CAST(:facts AS jsonb), tes_now() + (:retentionMs::bigint * interval '1 millisecond'))
      ON CONFLICT (project_id, sha256) DO UPDATE
-        SET expires_at = excluded.expires_at, deleted_at = NULL
+        SET expires_at = excluded.expires_at, deleted_at = NULL, storage_key = excluded.storage_key,
+            delete_claim = NULL, delete_claim_until = NULL
       WHERE files.expires_at <= tes_now() OR files.deleted_at IS NOT NULL
      RETURNING ${FILE_COLUMNS.join(', ')}, (xmax = 0) AS created`,
     { id: newId('file'), ...input, facts: input.facts ? JSON.stringify(input.facts) : null },
@@ -82,6 +88,20 @@ export async function recordUpload(
   if (row) return { file: toFile(row), state: row.created ? 'created' : 'revived' };
   const existing = await db<FileRow>('files').select(FILE_COLUMNS).where({ project_id: input.projectId, sha256: input.sha256 }).first();
   return { file: toFile(existing!), state: 'existing' };
+}
+
+/**
+ * The project's record of this content, live or not (an upload decides its storage key by it:
+ * uploadStorageKey), or null when there is none.
+ */
+export async function findUploadBySha(db: Knex, projectId: string, sha256: string): Promise<{ file: FileRecord; live: boolean } | null> {
+  const res = await db.raw<{ rows: (FileRow & { live: boolean })[] }>(
+    `SELECT ${FILE_COLUMNS.join(', ')}, (deleted_at IS NULL AND expires_at > tes_now()) AS live
+       FROM files WHERE project_id = :projectId AND sha256 = :sha256`,
+    { projectId, sha256 },
+  );
+  const row = res.rows[0];
+  return row ? { file: toFile(row), live: row.live } : null;
 }
 
 /**

@@ -12,16 +12,36 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v: string) => {
 
 export type Db = Knex;
 
+/** Bounds on waiting in Postgres, in ms; 0 (or absent): not set here (the server's own setting applies). */
+export interface DbTimeouts {
+  /** statement_timeout: a statement running longer is cancelled (57014 query_canceled). */
+  statementTimeoutMs?: number;
+  /** lock_timeout: a statement waiting longer for a lock fails (55P03 lock_not_available). */
+  lockTimeoutMs?: number;
+  /** idle_in_transaction_session_timeout: a session idle inside a transaction longer is ended (25P03), its locks released. */
+  idleInTransactionTimeoutMs?: number;
+}
+
 export interface DbOptions {
   url: string;
   poolMax?: number;
   applicationName?: string;
+  /** Set on every connection of the pool as it opens (startup parameters, no extra round trip). */
+  timeouts?: DbTimeouts;
 }
 
 export function createDb(options: DbOptions): Db {
+  const t = options.timeouts ?? {};
   return knexFactory({
     client: 'pg',
-    connection: { connectionString: options.url, application_name: options.applicationName ?? 'tes' },
+    connection: {
+      connectionString: options.url,
+      application_name: options.applicationName ?? 'tes',
+      // node-postgres sends these as startup parameters; a 0 is left out
+      ...(t.statementTimeoutMs ? { statement_timeout: t.statementTimeoutMs } : {}),
+      ...(t.lockTimeoutMs ? { lock_timeout: t.lockTimeoutMs } : {}),
+      ...(t.idleInTransactionTimeoutMs ? { idle_in_transaction_session_timeout: t.idleInTransactionTimeoutMs } : {}),
+    },
     pool: { min: 0, max: options.poolMax ?? 10 },
     acquireConnectionTimeout: 10_000,
   });

@@ -35,11 +35,22 @@ export function isUnreachableError(err: unknown): boolean {
 }
 
 /**
+ * A bound on waiting was reached (DbTimeouts): a statement ran past statement_timeout or was
+ * cancelled (57014), waited past lock_timeout (55P03), or its session sat idle in a transaction
+ * past idle_in_transaction_session_timeout (25P03, the connection is gone). Nothing of the
+ * transaction was committed: the work may be retried as a whole, later.
+ */
+export function isTimeoutError(err: unknown): boolean {
+  const code = pgCode(err);
+  return code === '57014' || code === '55P03' || code === '25P03';
+}
+
+/**
  * The database answers but not in time: the pool's acquire timeout, too many connections
  * (53300), a cancelled or timed-out statement (57014).
  */
 export function isOverloadError(err: unknown): boolean {
   if ((err as { name?: unknown } | null)?.name === 'KnexTimeoutError') return true;
   const code = pgCode(err);
-  return code === '53300' || code === '57014';
+  return code === '53300' || isTimeoutError(err);
 }

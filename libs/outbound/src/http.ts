@@ -3,16 +3,8 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import { backOff } from 'exponential-backoff';
-import ipaddr from 'ipaddr.js';
+import { BlockedAddressError, checkAddress } from './address';
 import { abortableSleep } from './sleep';
-
-/** Refused before any byte is sent: the request could not have had an effect. */
-export class BlockedAddressError extends Error {
-  constructor(host: string, address: string, range: string) {
-    super(`refusing to connect to ${host} (${address} is ${range})`);
-    this.name = 'BlockedAddressError';
-  }
-}
 
 /** A response with a status outside 2xx. */
 export class HttpStatusError extends Error {
@@ -45,19 +37,13 @@ export interface GuardedHttpOptions {
   allowPrivateNetworks: boolean;
 }
 
-function checkAddress(host: string, address: string, allowPrivate: boolean): void {
-  if (allowPrivate) return;
-  const range = ipaddr.process(address).range();
-  if (range !== 'unicast') throw new BlockedAddressError(host, address, range);
-}
-
 /**
  * HTTP for everything we send to addresses others chose: providers' APIs and the output URLs
  * they hand back (the worker), webhook endpoints (the relay). Every address a name resolves to
  * is checked before connecting, inside the
  * connection's own lookup, so DNS rebinding cannot slip a private address in between the
  * check and the connect: loopback, private, link-local (cloud metadata) and other non-public
- * ranges are refused unless explicitly allowed. Redirects are followed by hand, each hop
+ * ranges are refused unless explicitly allowed (addressRefusal in address.ts has the rule). Redirects are followed by hand, each hop
  * checked the same way. Bodies are capped.
  */
 export class GuardedHttp {

@@ -17,6 +17,10 @@ export interface StorageOptions {
   region: string;
   accessKeyId: string;
   secretAccessKey: string;
+  /** Connecting, per attempt (S3_CONNECT_TIMEOUT_MS); default 3 s. */
+  connectTimeoutMs?: number;
+  /** One request's whole exchange, body included, per attempt (S3_REQUEST_TIMEOUT_MS); default 60 s. */
+  requestTimeoutMs?: number;
 }
 
 function clientConfig(endpoint: string, o: StorageOptions): S3ClientConfig {
@@ -30,6 +34,14 @@ function clientConfig(endpoint: string, o: StorageOptions): S3ClientConfig {
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: 3,
+    // Every request is bounded: a store that accepts the connection and never answers fails the
+    // attempt (TimeoutError, retried up to maxAttempts) instead of holding its caller for good.
+    // A caller with a tighter bound for the whole call (retries included) passes an abortSignal.
+    requestHandler: {
+      connectionTimeout: o.connectTimeoutMs ?? 3_000,
+      requestTimeout: o.requestTimeoutMs ?? 60_000,
+      throwOnRequestTimeout: true,
+    },
   };
 }
 
@@ -122,8 +134,9 @@ export class ObjectStore {
     return Buffer.from(await res.Body.transformToByteArray());
   }
 
-  async delete(key: string): Promise<void> {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+  /** Deletes an object (none there is no error); `signal` bounds the whole call, retries included. */
+  async delete(key: string, signal?: AbortSignal): Promise<void> {
+    await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }), signal ? { abortSignal: signal } : {});
   }
 
   /**
@@ -160,8 +173,13 @@ export class ObjectStore {
   }
 }
 
-export function uploadKey(projectId: string, sha256: string): string {
-  return `projects/${projectId}/uploads/${sha256}`;
+/**
+ * Where an upload's bytes go: by content, and for a record revived after it expired, with a
+ * suffix of that life's own (`generation`), so a delete of an earlier life's object that lands
+ * late never removes the revived one's (recordUpload).
+ */
+export function uploadKey(projectId: string, sha256: string, generation?: string): string {
+  return `projects/${projectId}/uploads/${sha256}${generation ? `.${generation}` : ''}`;
 }
 
 export function artifactKey(projectId: string, executionId: string, artifactId: string, ext: string): string {

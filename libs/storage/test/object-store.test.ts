@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import { startEmbeddedS3, type EmbeddedS3 } from '@tes/testing';
 import { ObjectStore, type StorageOptions } from '../src';
 
@@ -100,4 +101,59 @@ it('a presigned URL serves the object with the signed headers until it expires, 
   const late = await fetch(p.url);
   expect(late.status).toBe(403);
   await late.arrayBuffer();
+});
+
+describe('a store that never answers (issue #26)', () => {
+  let silent: net.Server;
+  const sockets = new Set<net.Socket>();
+  let hung: ObjectStore;
+  beforeAll(async () => {
+    // accepts connections, reads the requests, never writes a byte back
+    silent = net.createServer((s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => undefined);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', () => resolve()));
+    const port = (silent.address() as net.AddressInfo).port;
+    hung = new ObjectStore({ ...options, endpoint: `http://127.0.0.1:${port}`, publicEndpoint: `http://127.0.0.1:${port}`, requestTimeoutMs: 1_000 });
+  });
+  afterAll(async () => {
+    hung?.close();
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((resolve) => silent.close(() => resolve()));
+  });
+
+  /** The call's outcome and time; one still pending after 20 s fails the test. */
+  async function bounded(call: Promise<unknown>): Promise<{ rejected: boolean; ms: number }> {
+    const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), 20_000)));
+    const outcome = await Promise.race([
+      call.then(
+        () => 'resolved' as const,
+        () => 'rejected' as const,
+      ),
+      late,
+    ]);
+    clearTimeout(timer);
+    if (outcome === 'late') throw new Error('the request was still waiting after 20 s: no timeout applied');
+    return { rejected: outcome === 'rejected', ms: Date.now() - started };
+  }
+
+  it('a put, a get and a delete each fail after the request timeout (per attempt, 3 attempts), not never', async () => {
+    for (const call of [() => hung.put({ key: key(), body: randomBytes(1_000), contentType: 'image/png' }), () => hung.get(key()), () => hung.delete(key())]) {
+      const r = await bounded(call());
+      expect(r.rejected).toBe(true);
+      // 3 attempts of 1 s and the SDK's backoff between them
+      expect(r.ms).toBeGreaterThanOrEqual(900);
+      expect(r.ms).toBeLessThan(15_000);
+    }
+  });
+
+  it("a delete's signal bounds the whole call, retries included", async () => {
+    const r = await bounded(hung.delete(key(), AbortSignal.timeout(300)));
+    expect(r.rejected).toBe(true);
+    expect(r.ms).toBeLessThan(1_500);
+  });
 });

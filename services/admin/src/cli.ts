@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { Knex } from 'knex';
 import { COMMANDS } from './commands';
-import { UsageError, type CommandSpec, type OptionSpec } from './spec';
+import { UsageError, type CliSettings, type CommandSpec, type OptionSpec } from './spec';
 
 export interface CliIo {
   out: (text: string) => void;
@@ -69,7 +69,7 @@ function wantsTable(values: Record<string, string | boolean | undefined>, io: Cl
  * Runs one admin command. Returns the exit code. `connect` is called only for a valid
  * command (so --help and usage errors need no database).
  */
-export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Promise<number> {
+export async function runCli(argv: string[], connect: () => Knex, io: CliIo, settings: CliSettings = { webhookAllowPrivate: false }): Promise<number> {
   if (argv.length === 0 || argv[0] === '--help' || argv[0] === '-h' || argv[0] === 'help') {
     io.out(generalHelp());
     return argv.length === 0 ? 2 : 0;
@@ -105,7 +105,7 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo): Pr
   }
   const db = connect();
   try {
-    const result = await command.run(db, values, positionals, (text) => io.err(`note: ${text}`));
+    const result = await command.run(db, values, positionals, (text) => io.err(`note: ${text}`), settings);
     if (typeof result === 'string') io.out(result);
     else if (isAsyncIterable(result)) for await (const chunk of result) io.out(chunk);
     else if (command.render && wantsTable(values, io)) io.out((command.render as (r: unknown) => string)(result));

@@ -1,4 +1,4 @@
-import { loadConfig } from '@tes/config';
+import { dbTimeoutsFor, loadConfig } from '@tes/config';
 import { createDb } from '@tes/db';
 import { runCli } from './cli';
 
@@ -15,11 +15,16 @@ async function main(): Promise<void> {
     process.stderr.write(`${(err as Error).message}\n`);
     process.exit(2);
   }
-  const code = await runCli(process.argv.slice(2), () => createDb({ url: config.databaseUrl, poolMax: 2, applicationName: 'tes-admin' }), {
-    out: (t) => process.stdout.write(`${t}\n`),
-    err: (t) => process.stderr.write(`${t}\n`),
-    tty: process.stdout.isTTY,
-  });
+  const code = await runCli(
+    process.argv.slice(2),
+    () => createDb({ url: config.databaseUrl, poolMax: 2, applicationName: 'tes-admin', timeouts: dbTimeoutsFor(config, 'admin') }),
+    {
+      out: (t) => process.stdout.write(`${t}\n`),
+      err: (t) => process.stderr.write(`${t}\n`),
+      tty: process.stdout.isTTY,
+    },
+    { webhookAllowPrivate: config.webhookAllowPrivate },
+  );
   process.exitCode = code;
 }
 

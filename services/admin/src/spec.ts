@@ -17,6 +17,12 @@ export interface OptionSpec {
   type?: 'boolean';
 }
 
+/** What commands take from the configuration (main.ts fills it from @tes/config). */
+export interface CliSettings {
+  /** WEBHOOK_ALLOW_PRIVATE: endpoints may be loopback or private (development); else refused at creation, as at delivery. */
+  webhookAllowPrivate: boolean;
+}
+
 export interface CommandSpec {
   /** e.g. "key create" */
   name: string;
@@ -31,7 +37,13 @@ export interface CommandSpec {
    * async iterable of strings is printed chunk by chunk (an export that does not fit in memory).
    * `note` writes a line for the operator to stderr, apart from the result.
    */
-  run(db: Knex, opts: Record<string, string | boolean | undefined>, positionals: string[], note: (text: string) => void): Promise<unknown>;
+  run(
+    db: Knex,
+    opts: Record<string, string | boolean | undefined>,
+    positionals: string[],
+    note: (text: string) => void,
+    settings: CliSettings,
+  ): Promise<unknown>;
   /** The human-readable form (tables). With it, the command also takes --json for the result as JSON. */
   render?: (result: never) => string;
 }

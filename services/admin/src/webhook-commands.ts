@@ -9,6 +9,7 @@ import {
   type WebhookDelivery,
   type WebhookEvent,
 } from '@tes/db';
+import { BlockedAddressError, checkDestination } from '@tes/outbound';
 import { table } from './format';
 import { command, idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 
@@ -24,6 +25,22 @@ function endpointUrl(raw: string): string {
   if (u.username || u.password) throw new UsageError('--url must not carry credentials; the signature authenticates each delivery');
   if (raw.length > 2_000) throw new UsageError('--url is longer than 2000 characters');
   return u.toString();
+}
+
+/**
+ * The relay refuses to deliver to loopback, private and other non-public addresses (the
+ * outbound guard, unless WEBHOOK_ALLOW_PRIVATE): an endpoint that is, or whose name resolves
+ * to, one is refused here by the same rule rather than failing every delivery later.
+ */
+async function reachable(url: string, allowPrivate: boolean): Promise<void> {
+  try {
+    await checkDestination(url, allowPrivate);
+  } catch (err) {
+    if (!(err instanceof BlockedAddressError)) throw err;
+    throw new UsageError(
+      `--url ${err.host} is ${err.address}, ${err.range}: webhooks are delivered to public addresses only (WEBHOOK_ALLOW_PRIVATE=1 allows private ones, for development)`,
+    );
+  }
 }
 
 function events(raw: string | undefined): WebhookEvent[] | undefined {
@@ -71,9 +88,10 @@ export const WEBHOOK_COMMANDS: CommandSpec[] = [
       url: { description: 'http(s) URL that receives the events (POST, Standard Webhooks signatures)', required: true },
       events: { description: `comma-separated subset of ${WEBHOOK_EVENTS.join(',')} (default: all)` },
     },
-    run: async (db, o) => {
+    run: async (db, o, _positionals, _note, settings) => {
       const projectId = idOption(required(o, 'project'), 'prj', '--project');
       const url = endpointUrl(required(o, 'url'));
+      await reachable(url, settings.webhookAllowPrivate);
       const subscribed = events(optional(o, 'events'));
       await projectExists(db, projectId);
       const e = await createWebhookEndpoint(db, { projectId, url, ...(subscribed ? { events: subscribed } : {}) });

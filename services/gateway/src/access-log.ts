@@ -12,9 +12,22 @@ interface Answered {
   route?: string;
   /** The error envelope's `error.message` (its code), when the answer is an error. */
   errorCode?: string;
+  /** A 5xx the gateway gives by design (load shedding, a switch turned off), not a failure. */
+  refusal?: boolean;
 }
 
 const answered = new WeakMap<Response, Answered>();
+
+/**
+ * Marks a 503 the gateway answers on purpose: more uploads at once than it takes (what clients
+ * cause), execution switched off. Its line is written at warn, so the error level holds only
+ * what an operator must look at (a failure of ours or of a dependency).
+ */
+export function markRefusal(res: Response): void {
+  const a = answered.get(res);
+  if (a) a.refusal = true;
+  else answered.set(res, { refusal: true });
+}
 
 /** Records the route template the request matched (the metrics' label and the log's `route`). */
 export function markRoute(res: Response, route: string): void {
@@ -36,7 +49,8 @@ export function markError(res: Response, code: string): void {
 }
 
 /**
- * One structured line per request (`gateway.http.request`, at info; a 5xx at error) and the
+ * One structured line per request (`gateway.http.request`, at info; a 5xx at error, or at warn
+ * when it was a refusal by design, markRefusal) and the
  * request-duration histogram, both written when the answer is finished (or the client went
  * away first). The line holds ids and numbers only: the request id, method, route template
  * (never the raw path, whose query string may carry anything), status, duration, the key id
@@ -77,7 +91,7 @@ export class AccessLog {
       // closed, a wait it gave up) is not a latency; it is still logged, marked aborted
       if (finished) this.child(req.method, route, status).observe(seconds);
       if (status < 400 && this.sample < 1 && !(Math.random() < this.sample)) return;
-      const level = status >= 500 ? 'error' : 'info';
+      const level = status < 500 ? 'info' : a?.refusal ? 'warn' : 'error';
       if (!this.logger.isLevelEnabled(level)) return;
       const auth = res.locals.auth as AuthContext | undefined;
       logFields(this.logger, level, 'gateway.http.request', {

@@ -3,8 +3,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { AppError, isAppError } from '@tes/core';
-import { isConnectionError, isRetryableTransactionError } from '@tes/db';
-import { AccessLog, markError, routeOf } from './access-log';
+import { isConnectionError, isRetryableTransactionError, isTimeoutError } from '@tes/db';
+import { AccessLog, markError, markRefusal, routeOf } from './access-log';
 import { consoleSite } from './console';
 import type { GatewayDeps } from './context';
 import { httpFor } from './errors';
@@ -87,6 +87,8 @@ export function createApp(deps: GatewayDeps): express.Express {
     const details = appError.details;
     if (res.headersSent) return;
     markError(res, appError.code);
+    // an operator's switch, not a failure
+    if (appError.code === 'execution_disabled') markRefusal(res);
     if (appError.code === 'service_unavailable') res.set('Retry-After', '2');
     if (http === 429 || http === 503) deps.metrics.httpRejections.inc({ reason: appError.code });
     sendJson(res, http, { error: { status, message: appError.code, ...(details ? { details } : {}) } });
@@ -114,9 +116,11 @@ function toAppError(err: unknown): AppError {
     default:
       break;
   }
-  // The database or broker is unreachable or restarting, or a transaction lost a deadlock or a
-  // serialization conflict: temporarily unavailable (retry), not a bug.
-  if (isConnectionError(err) || isRetryableTransactionError(err)) return new AppError('service_unavailable', 'service_unavailable', { retryable: true });
+  // The database or broker is unreachable or restarting, a transaction lost a deadlock or a
+  // serialization conflict, or a statement reached a bound on waiting (a lock held too long, a
+  // statement too slow: DB_*_TIMEOUT_MS): temporarily unavailable (retry), not a bug.
+  if (isConnectionError(err) || isRetryableTransactionError(err) || isTimeoutError(err))
+    return new AppError('service_unavailable', 'service_unavailable', { retryable: true });
   // Defence in depth: text the database cannot store is the caller's input, not our failure.
   const pg = (err as { code?: unknown } | null)?.code;
   if (pg === '22P05' || pg === '22021') return new AppError('invalid_request');

@@ -40,12 +40,13 @@ async function identify(keys: KeyCache, header: string | undefined): Promise<Aut
     const key = lookupId ? await keys.find(lookupId) : null;
     // one constant-time comparison of two 32-byte digests on every path, found or not
     const equal = digestsEqual(presented, key ? key.digest : UNKNOWN_KEY_DIGEST);
-    if (!key || !equal) throw new AppError('platform_api_key_invalid');
+    if (!key || !lookupId || !equal) throw new AppError('platform_api_key_invalid');
     if (key.revokedAt) throw new AppError('platform_api_key_revoked');
     // expired by the database's clock (carried over to this process's when the row was read)
     if (key.expiresAtMs !== null && key.expiresAtMs <= Date.now()) throw new AppError('platform_api_key_expired');
     return {
       keyId: key.id,
+      lookupId,
       keyName: key.name,
       projectId: key.projectId,
       organizationId: key.organizationId,

@@ -28,6 +28,8 @@ export interface GatewayDeps {
 /** The authenticated caller, set by the auth middleware. */
 export interface AuthContext {
   keyId: string;
+  /** The key's lookup id (KeyCache: open streams and waits watch it for a revocation). */
+  lookupId: string;
   keyName: string;
   projectId: string;
   organizationId: string;

@@ -2,6 +2,9 @@ import type { Knex } from 'knex';
 import { findApiKeyByLookupId, type ApiKeyRecord } from '@tes/db';
 import { LRUCache } from 'lru-cache';
 
+/** Why a key that was valid no longer is: the code a new request with it is refused with. */
+export type KeyLoss = 'platform_api_key_revoked' | 'platform_api_key_expired' | 'platform_api_key_invalid';
+
 /** A miss, cached like a row: the value an LRU entry holds for a lookup id no key has. */
 const NO_KEY = Symbol('no key');
 
@@ -34,6 +37,9 @@ export class KeyCache {
    * if no change happened while it was out.
    */
   private generation = 0;
+  /** What is open under each key (event streams, waits): told when the key stops being valid. */
+  private readonly watchers = new Map<string, Set<(loss: KeyLoss) => void>>();
+  private recheckTimer: NodeJS.Timeout | undefined;
   constructor(
     private readonly db: Knex,
     readonly ttlMs: number,
@@ -48,6 +54,8 @@ export class KeyCache {
     this.rows.clear();
     this.misses.clear();
     this.trusted = on;
+    // a gap in hearing changes may have hidden a revocation
+    for (const lookupId of this.watchers.keys()) this.recheck(lookupId);
   }
 
   /** A key with this lookup id changed (revoked, created). */
@@ -55,6 +63,48 @@ export class KeyCache {
     this.generation += 1;
     this.rows.delete(lookupId);
     this.misses.delete(lookupId);
+    if (this.watchers.has(lookupId)) this.recheck(lookupId);
+  }
+
+  /**
+   * Tells `onLoss` once if the key stops being valid while something is open under it, the way
+   * a new request would be refused: at once on a revocation's notification (forget), after a
+   * gap in listening, and otherwise by a recheck every RECHECK_MS (an expiry, a notification
+   * lost), so at most RECHECK_MS plus the cache's ttlMs late. Returns the unwatch.
+   */
+  watch(lookupId: string, onLoss: (loss: KeyLoss) => void): () => void {
+    let set = this.watchers.get(lookupId);
+    if (!set) this.watchers.set(lookupId, (set = new Set()));
+    set.add(onLoss);
+    if (!this.recheckTimer) {
+      this.recheckTimer = setInterval(() => {
+        for (const id of this.watchers.keys()) this.recheck(id);
+      }, RECHECK_MS);
+      this.recheckTimer.unref();
+    }
+    return () => {
+      const s = this.watchers.get(lookupId);
+      s?.delete(onLoss);
+      if (s?.size === 0) this.watchers.delete(lookupId);
+      if (this.watchers.size === 0 && this.recheckTimer) {
+        clearInterval(this.recheckTimer);
+        this.recheckTimer = undefined;
+      }
+    };
+  }
+
+  private recheck(lookupId: string): void {
+    this.find(lookupId).then(
+      (key) => {
+        const loss = lossOf(key);
+        if (!loss) return;
+        const set = this.watchers.get(lookupId);
+        this.watchers.delete(lookupId);
+        for (const fn of set ?? []) fn(loss);
+      },
+      // the database is unreachable for now: the next recheck tries again
+      () => undefined,
+    );
   }
 
   async find(lookupId: string): Promise<ApiKeyRecord | null> {
@@ -70,4 +120,15 @@ export class KeyCache {
     }
     return key;
   }
+}
+
+/** Rechecks of keys with open streams or waits, when no notification came. */
+const RECHECK_MS = 5_000;
+
+/** Why a key row (or its absence) refuses a request: as auth.ts decides, without the secret. */
+function lossOf(key: ApiKeyRecord | null): KeyLoss | null {
+  if (!key) return 'platform_api_key_invalid';
+  if (key.revokedAt) return 'platform_api_key_revoked';
+  if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) return 'platform_api_key_expired';
+  return null;
 }

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Catalog } from '@tes/catalog';
-import { providerAvailability, type Config } from '@tes/config';
+import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
 import { createDb, KeyChangeListener, markOutboxPublished, pingDb, poolStats } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
@@ -42,7 +42,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   let readiness: (() => Promise<boolean> | boolean)[] = [() => false];
   const ipc = options.clusterWorker ? answerPrimary(metrics.registry, () => readiness) : undefined;
   if (ipc) started.add(ipc.name, () => ipc.stop());
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway' });
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway', timeouts: dbTimeoutsFor(config, 'gateway') });
   metrics.watchDbPool(() => poolStats(db));
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);

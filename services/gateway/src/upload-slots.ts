@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from 'express';
 import { AppError } from '@tes/core';
+import { markRefusal } from './access-log';
 
 /**
  * At most `max` uploads are read and processed at once in this process: each holds its body
@@ -40,6 +41,8 @@ export class UploadSlots {
       const mine = this.byProject.get(project) ?? 0;
       if (this.inUse >= this.max || mine >= this.perProject) {
         const reason = mine >= this.perProject ? `this project already has ${mine} upload(s) in progress` : 'too many uploads in progress';
+        // the clients' load, not a failure: logged at warn
+        markRefusal(res);
         throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: `${reason}; retry shortly` } });
       }
       this.inUse += 1;

@@ -14,9 +14,11 @@ export interface RelayOptions {
   batchSize?: number;
   /** How long a re-published execution has before the reaper publishes it again (grows with age). */
   redispatchMs: number;
-  /** Deletes a stored object (the janitor's hand on object storage). */
-  deleteObject: (key: string) => Promise<void>;
+  /** Deletes a stored object (the janitor's hand on object storage); the signal ends the call. */
+  deleteObject: (key: string, signal: AbortSignal) => Promise<void>;
   janitorIntervalMs: number;
+  /** One object delete's bound, retries included (default 10 s); no row is locked meanwhile (sweepExpired). */
+  janitorDeleteTimeoutMs?: number;
   /** A publish not confirmed by then counts as failed (default 10 s). */
   publishTimeoutMs?: number;
 }
@@ -69,7 +71,9 @@ export class Relay {
     try {
       for (const table of ['files', 'artifacts'] as const) {
         for (;;) {
-          const { deleted, failed } = await sweepExpired(db, table, this.o.batchSize ?? 100, this.o.deleteObject);
+          const { deleted, failed } = await sweepExpired(db, table, this.o.batchSize ?? 100, this.o.deleteObject, {
+            deleteTimeoutMs: this.o.janitorDeleteTimeoutMs,
+          });
           out[table] += deleted;
           if (failed > 0) logger.warn('relay.janitor.delete_failed', { table, failed });
           if (deleted < (this.o.batchSize ?? 100)) break;

@@ -1,5 +1,5 @@
 import { Catalog } from '@tes/catalog';
-import { providerAvailability, type Config } from '@tes/config';
+import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
 import { createDb, pingDb, poolStats } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
@@ -26,7 +26,12 @@ export function startRelay(config: Config, logger: Logger): Promise<RunningRelay
 
 async function buildRelay(config: Config, logger: Logger, started: StartedParts): Promise<RunningRelay> {
   const metrics = createMetrics('relay');
-  const db = createDb({ url: config.databaseUrl, poolMax: Math.min(config.dbPoolMax, 4), applicationName: 'tes-relay' });
+  const db = createDb({
+    url: config.databaseUrl,
+    poolMax: Math.min(config.dbPoolMax, 4),
+    applicationName: 'tes-relay',
+    timeouts: dbTimeoutsFor(config, 'relay'),
+  });
   metrics.watchDbPool(() => poolStats(db));
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
@@ -47,8 +52,9 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
     intervalMs: config.outboxSweepIntervalMs,
     graceMs: config.outboxGraceMs,
     redispatchMs: config.dispatchDeadlineMs,
-    deleteObject: (key) => store.delete(key),
+    deleteObject: (key, signal) => store.delete(key, signal),
     janitorIntervalMs: config.janitorIntervalMs,
+    janitorDeleteTimeoutMs: config.janitorDeleteTimeoutMs,
   });
   relay.start();
   started.add('relay', () => relay.stop());

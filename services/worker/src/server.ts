@@ -1,5 +1,5 @@
 import { Catalog } from '@tes/catalog';
-import { providerAvailability, type Config } from '@tes/config';
+import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
 import { createDb, reportCapabilities, pingDb, poolStats } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
@@ -30,7 +30,7 @@ export function startWorker(config: Config, logger: Logger, options: { drainMs?:
 /** startWorker's body; each part joins `started` as soon as it holds something, so a failed start stops it. */
 async function buildWorker(config: Config, logger: Logger, options: { drainMs?: number }, started: StartedParts): Promise<RunningWorker> {
   const metrics = createMetrics('worker');
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker' });
+  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker', timeouts: dbTimeoutsFor(config, 'worker') });
   metrics.watchDbPool(() => poolStats(db));
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);

@@ -22,6 +22,7 @@ import * as m22 from './20261126000022_steps_recorded';
 import * as m30 from './20261126000030_submit_guard_binding';
 import * as m50 from './20261126000050_retention_indexes';
 import * as m70 from './20261126000070_webhook_event_snapshot';
+import * as m81 from './20261126000081_janitor_claims';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -48,4 +49,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000030_submit_guard_binding', m30],
   ['20261126000050_retention_indexes', m50],
   ['20261126000070_webhook_event_snapshot', m70],
+  ['20261126000081_janitor_claims', m81],
 ];

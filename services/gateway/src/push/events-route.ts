@@ -2,6 +2,8 @@ import type { Response } from 'express';
 import { AppError, isId, isTerminal } from '@tes/core';
 import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes/db';
 import type { GatewayDeps } from '../context';
+import { httpFor } from '../errors';
+import type { KeyLoss } from '../key-cache';
 import type { KeyRoute } from '../route-spec';
 
 /** A comment line this often keeps proxies from closing an idle stream. */
@@ -17,8 +19,13 @@ const RECONNECT_MS = 1_000;
  * that carries a terminal status. Changes come from any process through the ChangeHub (Postgres
  * LISTEN/NOTIFY); a stream holds no database connection between them. A gateway that stops ends
  * its streams, and the client resumes on another with Last-Event-ID.
+ *
+ * A stream lives no longer than its key (issue #26: one delivered events for 15 s after the key
+ * was revoked): when the key is revoked (at once, on the revocation's notification) or expires
+ * (within KeyCache's recheck), the stream sends one `event: error` with the error envelope a new
+ * request would get (401, `platform_api_key_revoked`) and ends; a reconnect is then refused.
  */
-export function streamExecutionEventsRoute({ db, changes, metrics }: GatewayDeps): KeyRoute {
+export function streamExecutionEventsRoute({ db, changes, metrics, keys }: GatewayDeps): KeyRoute {
   return {
     method: 'get',
     path: '/tools/executions/{id}/events',
@@ -48,6 +55,7 @@ export function streamExecutionEventsRoute({ db, changes, metrics }: GatewayDeps
         ended = true;
         clearInterval(keepalive);
         unwatch();
+        unwatchKey();
         unregister();
         metrics.openStreams.dec();
         res.end();
@@ -60,6 +68,11 @@ export function streamExecutionEventsRoute({ db, changes, metrics }: GatewayDeps
       };
       const keepalive = setInterval(() => res.write(': keep-alive\n\n'), KEEPALIVE_MS);
       const unwatch = changes.watch(auth.projectId, id, send);
+      const unwatchKey = keys.watch(auth.lookupId, (loss) => {
+        if (ended) return;
+        writeKeyLoss(res, loss);
+        end();
+      });
       const unregister = changes.atStop(end);
       req.on('close', end);
       if (changes.stopping) {
@@ -77,6 +90,11 @@ export function streamExecutionEventsRoute({ db, changes, metrics }: GatewayDeps
 function writeEvent(res: Response, view: ExecutionView): void {
   const data = JSON.stringify(publicExecution(view.execution, view.steps));
   res.write(`event: execution\nid: ${view.version}\ndata: ${data}\n\n`);
+}
+
+/** The last event of a stream whose key stopped being valid: the envelope a new request would get. */
+function writeKeyLoss(res: Response, loss: KeyLoss): void {
+  res.write(`event: error\ndata: ${JSON.stringify({ error: { status: httpFor(loss).status, message: loss } })}\n\n`);
 }
 
 /** A Last-Event-ID this stream could have sent (a version); anything else is ignored. */

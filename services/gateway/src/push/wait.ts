@@ -1,6 +1,7 @@
 import type { Request, Response } from 'express';
-import { isTerminal } from '@tes/core';
+import { AppError, isTerminal } from '@tes/core';
 import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes/db';
+import type { KeyCache, KeyLoss } from '../key-cache';
 import type { ChangeHub } from './change-hub';
 
 /** The longest a request may wait (RFC 7240 `Prefer: wait=N`, larger values are treated as this). */
@@ -28,27 +29,36 @@ export function preferredWaitSeconds(req: Request): number | null {
  * Waits up to `seconds` for the execution to end, without holding a database connection (the
  * hub wakes it on the change's notification). Resolves with the terminal view, or with the
  * current one when the time is up, the client went away or the gateway is stopping. `applied`
- * tells whether it ended within the wait (the answer then carries Preference-Applied).
+ * tells whether it ended within the wait (the answer then carries Preference-Applied). A wait
+ * lives no longer than its key (KeyCache.watch): if the key is revoked or expires meanwhile,
+ * it ends at once with the refusal a new request would get (401 platform_api_key_revoked).
  */
 export async function waitForEnd(
   hub: ChangeHub,
   req: Request,
-  projectId: string,
+  caller: { projectId: string; lookupId: string; keys: KeyCache },
   view: ExecutionView,
   seconds: number,
 ): Promise<{ view: ExecutionView; applied: boolean }> {
   if (isTerminal(view.execution.status)) return { view, applied: true };
   const gone = new AbortController();
   const onClose = () => gone.abort();
+  let lost: KeyLoss | undefined;
   req.once('close', onClose);
+  const unwatchKey = caller.keys.watch(caller.lookupId, (loss) => {
+    lost = loss;
+    gone.abort();
+  });
   try {
-    const ended = await hub.waitForTerminal(projectId, view, seconds * 1000, gone.signal);
+    const ended = await hub.waitForTerminal(caller.projectId, view, seconds * 1000, gone.signal);
+    if (lost) throw new AppError(lost);
     if (ended) return { view: ended, applied: true };
   } finally {
     req.off('close', onClose);
+    unwatchKey();
   }
   // answered with the state as it is now (not as it was when the wait began)
-  const now = await getExecutionWithSteps(hub.db, projectId, view.execution.id);
+  const now = await getExecutionWithSteps(hub.db, caller.projectId, view.execution.id);
   const latest = now ?? view;
   return { view: latest, applied: isTerminal(latest.execution.status) };
 }

@@ -6,7 +6,7 @@ import { sendJson } from '../respond';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
 /** One execution of the caller's project, with its steps; with `Prefer: wait=N`, once it ended or after N seconds. */
-export function getExecutionRoute({ db, changes }: GatewayDeps): KeyRoute {
+export function getExecutionRoute({ db, changes, keys }: GatewayDeps): KeyRoute {
   return {
     method: 'get',
     path: '/tools/executions/{id}',
@@ -22,7 +22,7 @@ export function getExecutionRoute({ db, changes }: GatewayDeps): KeyRoute {
         sendJson(res, 200, executionBody(found));
         return;
       }
-      const { view, applied } = await waitForEnd(changes, req, auth.projectId, found, wait);
+      const { view, applied } = await waitForEnd(changes, req, { projectId: auth.projectId, lookupId: auth.lookupId, keys }, found, wait);
       if (applied) preferenceApplied(res, wait);
       sendJson(res, 200, executionBody(view));
     },

@@ -144,7 +144,8 @@ async function answer(deps: GatewayDeps, req: Request, res: Response, accepted: 
   let view = accepted;
   const wait = preferredWaitSeconds(req);
   if (wait !== null) {
-    const waited = await waitForEnd(deps.changes, req, accepted.execution.projectId, accepted, wait);
+    const { lookupId } = res.locals.auth as AuthContext;
+    const waited = await waitForEnd(deps.changes, req, { projectId: accepted.execution.projectId, lookupId, keys: deps.keys }, accepted, wait);
     view = waited.view;
     if (waited.applied) preferenceApplied(res, wait);
   }

@@ -1,5 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { AppError, RETENTION_MS, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
-import { recordUpload } from '@tes/db';
+import { findUploadBySha, recordUpload, type FileRecord } from '@tes/db';
 import { probeUpload, uploadKey } from '@tes/storage';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
@@ -58,24 +59,36 @@ export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
         }
 
         const sha256 = sha256Hex(bytes);
-        const key = uploadKey(auth.projectId, sha256);
         const mimeType = CANONICAL_MIME[format];
-        // The object is written before the record: its key is the content hash, so a repeat or a
-        // crash in between leaves at worst an identical object, never a record without bytes.
-        await deps.store.put({ key, body: bytes, contentType: mimeType });
-        const { file, state } = await recordUpload(deps.db, {
-          projectId: auth.projectId,
-          sha256,
-          format,
-          mimeType,
-          sizeBytes: bytes.length,
-          storageKey: key,
-          facts: probe.kind === 'facts' ? probe.facts : null,
-          retentionMs: RETENTION_MS,
-        });
-        // A revived record (its deadline had passed) may have raced the janitor, which deletes
-        // the object under the row lock our revive waited on: write the object once more.
-        if (state === 'revived') await deps.store.put({ key, body: bytes, contentType: mimeType });
+        // The same bytes, stored and live: nothing to write.
+        const known = await findUploadBySha(deps.db, auth.projectId, sha256);
+        let recorded: { file: FileRecord; state: 'created' | 'revived' | 'existing' };
+        if (known?.live) recorded = { file: known.file, state: 'existing' };
+        else {
+          // The object is written before the record, so there is never a record without bytes.
+          // A first upload's key is the content's; a record revived after it expired gets a key
+          // of its own, since the janitor's delete of the old one may land at any time (even
+          // after it gave up waiting for it).
+          const key = uploadKey(auth.projectId, sha256, known ? randomUUID() : undefined);
+          await deps.store.put({ key, body: bytes, contentType: mimeType });
+          recorded = await recordUpload(deps.db, {
+            projectId: auth.projectId,
+            sha256,
+            format,
+            mimeType,
+            sizeBytes: bytes.length,
+            storageKey: key,
+            facts: probe.kind === 'facts' ? probe.facts : null,
+            retentionMs: RETENTION_MS,
+          });
+          // a concurrent upload of the same bytes recorded them first, under another key: ours is spare
+          if (recorded.file.storageKey !== key) {
+            await deps.store.delete(key).catch((err: unknown) => {
+              deps.logger.warn('gateway.upload.spare_object_left', { requestId: res.locals.requestId as string, key, err: (err as Error).message });
+            });
+          }
+        }
+        const { file, state } = recorded;
         deps.logger.info('gateway.upload.stored', {
           requestId: res.locals.requestId as string,
           projectId: auth.projectId,
