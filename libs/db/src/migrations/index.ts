@@ -16,6 +16,7 @@ import * as m14 from './20261123000014_webhook_wakeup';
 import * as m15 from './20261123000015_file_facts';
 import * as m16 from './20261123000016_admin_read_indexes';
 import * as m17 from './20261123000017_outbox_trace_context';
+import * as m40 from './20261126000040_ledger_audit_cursor';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -36,4 +37,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261123000015_file_facts', m15],
   ['20261123000016_admin_read_indexes', m16],
   ['20261123000017_outbox_trace_context', m17],
+  ['20261126000040_ledger_audit_cursor', m40],
 ];
