@@ -86,7 +86,8 @@ export async function failingExecutions(db: Knex, ids: readonly string[]): Promi
               coalesce(l.reserves, 0)::int AS reserves, coalesce(l.reserve_amount, 0)::bigint AS reserve_amount,
               coalesce(l.settlements, 0)::int AS settlements, coalesce(l.settled_charge, 0)::bigint AS settled_charge
          FROM unnest(:ids::text[]) AS i(id)
-         LEFT JOIN executions e ON e.id = i.id
+         -- LATERAL: one primary-key lookup per id, whatever the planner thinks of the table's size
+         LEFT JOIN LATERAL (SELECT * FROM executions x WHERE x.id = i.id) e ON true
          CROSS JOIN LATERAL (SELECT ${EXECUTION_JOURNAL_AGGREGATES} FROM ledger_entries WHERE execution_id = i.id) l
      ) f WHERE ${EXECUTION_FAILS}`,
     { ids: [...ids], open: [...OPEN] },

@@ -71,18 +71,23 @@ const LOCK = "hashtext('tes.ledger_audit')";
  * database (or, if none, the snapshot's xmax). Every transaction below it has ended, and any
  * that commits later has, or will get, an id at or above it (see the migration), so the cursor
  * may pass every row below it. A running transaction is skipped only when it is known to belong
- * to another database (its backend or prepared transaction says so: sessions are bound to one
- * database), so a long transaction elsewhere on the cluster does not hold the audit back; one
- * that cannot be placed (pg_stat_activity hides other roles' sessions from a role without
- * pg_read_all_stats) is assumed to be ours, which is safe, only slower.
+ * to another database (sessions are bound to one database), so a long transaction elsewhere on
+ * the cluster does not hold the audit back. Which transactions those are is read BEFORE the
+ * snapshot (FOREIGN_XIDS_SQL): one that began since then is not skipped (safe: it is newer than
+ * every row already committed), and one that cannot be placed (pg_stat_activity hides other
+ * roles' sessions from a role without pg_read_all_stats) is taken to be ours, which is safe too,
+ * only slower.
  */
 const HORIZON_SQL = `SELECT coalesce(
       (SELECT min(x) FROM pg_snapshot_xip(pg_current_snapshot()) AS x
-        WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a
-                           WHERE a.datname <> current_database() AND a.backend_xid::text::bigint = x::text::bigint % 4294967296)
-          AND NOT EXISTS (SELECT 1 FROM pg_prepared_xacts p
-                           WHERE p.database <> current_database() AND p.transaction::text::bigint = x::text::bigint % 4294967296)),
+        WHERE NOT (x::text::bigint % 4294967296) = ANY(:foreign::bigint[])),
       pg_snapshot_xmax(pg_current_snapshot()))`;
+
+const FOREIGN_XIDS_SQL = `SELECT coalesce(array_agg(x), '{}') AS xids FROM (
+    SELECT backend_xid::text::bigint AS x FROM pg_stat_activity WHERE datname <> current_database() AND backend_xid IS NOT NULL
+    UNION ALL
+    SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database <> current_database()
+  ) s`;
 
 interface State {
   ledger_xid: string;
@@ -98,10 +103,12 @@ export async function auditLedgerPass(db: Knex, options: PassOptions = {}): Prom
   const batch = options.batch ?? 5_000;
   const maxRows = options.maxRows ?? 200_000;
   try {
+    const foreign = (await db.raw<{ rows: { xids: number[] }[] }>(FOREIGN_XIDS_SQL)).rows[0]?.xids ?? [];
     const report = await db.transaction(async (trx) => {
       await trx.raw('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
       const head = await trx.raw<{ rows: { locked: boolean; horizon: string }[] }>(
         `SELECT pg_try_advisory_xact_lock(${LOCK}) AS locked, (${HORIZON_SQL})::text AS horizon`,
+        { foreign },
       );
       const { locked, horizon } = head.rows[0]!;
       if (!locked) return null;
@@ -155,8 +162,15 @@ async function runPass(trx: Knex.Transaction, state: State, horizon: string, bat
            (SELECT count(*) FROM t) AS upserts,
            (SELECT coalesce(json_agg(s.transaction_id), '[]') FROM
               (SELECT transaction_id FROM b GROUP BY transaction_id HAVING sum(amount_micros) <> 0) s) AS suspects,
-           (SELECT coalesce(json_agg(DISTINCT execution_id), '[]') FROM b WHERE execution_id IS NOT NULL) AS executions`,
-        { xid: ledger.xid, id: ledger.id, horizon, n: batch },
+           -- executions whose journal moved without their row being stamped past the executions
+           -- cursor (the executions loop below checks those that were): normally none
+           -- (the stamp read by primary key, once per execution: a row comparison in a join lets
+           -- the planner range over executions_audit_idx per row instead)
+           (SELECT coalesce(json_agg(x.execution_id), '[]') FROM (
+              SELECT d.execution_id, (SELECT e.audit_xid FROM executions e WHERE e.id = d.execution_id) AS stamp
+                FROM (SELECT DISTINCT execution_id FROM b WHERE execution_id IS NOT NULL) d
+            ) x WHERE x.stamp IS NULL OR (x.stamp, x.execution_id) <= (:exXid::xid8, :exId::text)) AS executions`,
+        { xid: ledger.xid, id: ledger.id, horizon, n: batch, exXid: state.execution_xid, exId: state.execution_id },
       )
     ).rows[0]!;
     if (r.n > 0 && r.last_xid !== null && r.last_id !== null) {
