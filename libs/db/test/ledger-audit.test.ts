@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { auditLedger, auditLedgerPass, creditBalance, createDb, publishPrices, settleExecution, submitExecution, type AuditProblem } from '@tes/db';
+import { auditLedger, auditLedgerPass, creditBalance, createDb, MIGRATIONS, publishPrices, settleExecution, submitExecution, type AuditProblem } from '@tes/db';
 import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
 
 /**
@@ -226,4 +226,24 @@ test('a charge rewritten on an ended execution (triggers on): caught by the pass
   await db('executions').where({ id: w.settled }).update({ charged_micros: 300 });
   const pass = await auditLedgerPass(db);
   expect(pass.problems).toEqual([expect.objectContaining({ check: 'charge_matches_journal', executionId: w.settled })]);
+});
+
+test('history written before migration 20261126000040 becomes its baseline: the pass holds at once, and a rerun of the migration changes nothing', async () => {
+  const migration = MIGRATIONS.find(([name]) => name === '20261126000040_ledger_audit_cursor')![1];
+  await migration.down!(db);
+  // the previous release's writes, on the schema before the migration
+  const w = await honestWork();
+  await migration.up(db);
+  await migration.up(db);
+  expect(await db('ledger_entries').whereNull('audit_xid').count<{ n: number }[]>({ n: '*' })).toEqual([{ n: 11 }]);
+  expect(await auditLedgerPass(db)).toMatchObject({ ok: true, ledgerEntries: 0, checkedExecutions: 0, checkedProjects: 1 });
+  // an old execution that ends now is checked (its row is stamped), with its whole journal
+  expect(await settle(w.open, w.projectId, 1_000)).not.toBeNull();
+  expect(await auditLedgerPass(db)).toMatchObject({ ok: true, ledgerEntries: 3, checkedExecutions: 1 });
+  // a journal row without its transaction's id is refused from now on
+  await expect(
+    db.raw(`INSERT INTO ledger_entries (transaction_id, project_id, kind, account, amount_micros, audit_xid) VALUES ('x', ?, 'credit', 'funding', 0, NULL)`, [
+      w.projectId,
+    ]),
+  ).rejects.toThrow(/ledger_entries_audit_xid_set/);
 });
