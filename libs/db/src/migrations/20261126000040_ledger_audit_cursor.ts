@@ -38,7 +38,11 @@ import type { Knex } from 'knex';
 export const config = { transaction: false };
 
 export async function up(knex: Knex): Promise<void> {
+  // The ALTERs are catalog changes (no rewrite: the column has no default when added), but take
+  // an exclusive lock; while one waits for a long transaction every submit would queue behind
+  // it, so it gives up after a few seconds instead (the migration then fails and is rerun).
   await knex.raw(`
+    SET LOCAL lock_timeout = '5s';
     ALTER TABLE ledger_entries ADD COLUMN IF NOT EXISTS audit_xid xid8;
     ALTER TABLE ledger_entries ALTER COLUMN audit_xid SET DEFAULT pg_current_xact_id();
     ALTER TABLE executions ADD COLUMN IF NOT EXISTS audit_xid xid8;
