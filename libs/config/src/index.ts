@@ -350,7 +350,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     janitorDeleteTimeoutMs: int('JANITOR_DELETE_TIMEOUT_MS', 10_000, 100, 600_000),
     stateMetricsIntervalMs: int('STATE_METRICS_INTERVAL_MS', 10_000, 100, 3_600_000),
-    ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 600_000, 100, 86_400_000),
+    ledgerAuditIntervalMs: int('LEDGER_AUDIT_INTERVAL_MS', 60_000, 100, 86_400_000),
     waitRecheckMs: int('WAIT_RECHECK_MS', 5_000, 50, 600_000),
     providerAllowPrivateNetworks: bool('PROVIDER_ALLOW_PRIVATE_NETWORKS', false),
     providerJobTimeoutMs: int('PROVIDER_JOB_TIMEOUT_MS', 30 * 60_000, 100, 24 * 3_600_000),

@@ -288,6 +288,8 @@ describe('operator flow', () => {
     const r = await cli('ledger', 'audit');
     expect(r.code).toBe(0);
     expect(r.json()).toMatchObject({ ok: true, problems: [], totals: { creditedMicros: 3_000_001, availableMicros: 3_000_001 } });
+    // progress goes to stderr, the report alone to stdout
+    expect(r.err).toMatch(/^note: ledger audit: done: \d+ journal entries, 0 executions, \d+ projects, 0 problems$/m);
   });
 
   it('dev seed prints an org, a funded project and an all-scopes ADMIN key', async () => {

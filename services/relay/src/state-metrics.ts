@@ -1,8 +1,11 @@
 import type { Channel } from 'amqplib';
 import type { Knex } from 'knex';
-import { auditLedger } from '@tes/db';
+import { auditLedgerPass } from '@tes/db';
 import type { AmqpClient } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
+
+/** An audit after an outage works off at most this many passes (each of bounded size) before it yields. */
+const MAX_PASSES_PER_AUDIT = 50;
 
 export interface StateMetricsOptions {
   db: Knex;
@@ -18,14 +21,18 @@ export interface StateMetricsOptions {
 /**
  * Gauges of the system's state, read by the relay (one per deployment suffices; with two,
  * both report the same values): queue depth and consumers per work queue, reserved money
- * outstanding, executions waiting for an operator, and the ledger audit's verdict (the
- * audit reads every journal row, so it runs on its own, slower, period).
+ * outstanding, executions waiting for an operator, and the ledger audit's verdict. The audit is
+ * the incremental pass (auditLedgerPass): it reads what was written since the last pass and
+ * every project's balances, so its cost follows the write rate, never the size of history; it
+ * runs on its own period. With several relays one pass runs at a time and the others report
+ * its verdict.
  */
 export class StateMetrics {
   private channel: Channel | undefined;
   private timer: NodeJS.Timeout | undefined;
   private auditTimer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
+  private stopping = false;
 
   constructor(private readonly o: StateMetricsOptions) {}
 
@@ -72,11 +79,33 @@ export class StateMetrics {
     }
   }
 
+  /**
+   * One audit: passes back to back until one reaches the horizon (after an outage the backlog is
+   * worked off in passes of bounded size), then the verdict: 1 intact, 0 broken (at the first
+   * pass that finds a problem), NaN when no verdict could be had.
+   */
   async audit(): Promise<void> {
     try {
-      const report = await auditLedger(this.o.db);
-      this.o.metrics.ledgerAuditOk.set(report.ok ? 1 : 0);
-      if (!report.ok) this.o.logger.error('relay.ledger_audit.failed', { problems: report.problems.slice(0, 20) });
+      for (let pass = 0; ; pass += 1) {
+        const report = await auditLedgerPass(this.o.db);
+        if (report.ok === false) {
+          this.o.metrics.ledgerAuditOk.set(0);
+          this.o.logger.error('relay.ledger_audit.failed', { problems: report.problems.slice(0, 20), problemCount: report.problemCount });
+          return;
+        }
+        if (report.ok === true) {
+          this.o.metrics.ledgerAuditOk.set(1);
+          return;
+        }
+        // another relay audits and has no verdict yet (the gauge stays), or this one is behind
+        if (!report.ran) return;
+        if (this.stopping || pass >= MAX_PASSES_PER_AUDIT) {
+          // still behind: no verdict (TesLedgerAuditMissing fires if that lasts)
+          this.o.metrics.ledgerAuditOk.set(NaN);
+          this.o.logger.warn('relay.ledger_audit.behind', { passes: pass + 1 });
+          return;
+        }
+      }
     } catch (err) {
       // no verdict now: the last one must not stand in for audits that no longer complete
       // (TesLedgerAuditMissing fires on NaN that lasts)
@@ -86,6 +115,7 @@ export class StateMetrics {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
     if (this.timer) clearInterval(this.timer);
     if (this.auditTimer) clearInterval(this.auditTimer);
     await this.running;

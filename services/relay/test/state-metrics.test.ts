@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
 import { AmqpClient } from '@tes/messaging';
 import { createLogger, createMetrics } from '@tes/observability';
-import { CaptureTransport, createTestDatabase, type TestDatabase } from '@tes/testing';
+import { CaptureTransport, createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
 import { StateMetrics } from '../src/state-metrics';
 
 /**
@@ -39,4 +39,36 @@ test('an audit that cannot complete leaves no verdict (NaN), not the last one', 
   await db.destroy();
   await state.audit();
   expect(await auditGauge(metrics)).toBeNaN();
+});
+
+test('two relays report one verdict: a mis-summed transaction turns both to 0 and keeps them there', async () => {
+  const logs = new CaptureTransport();
+  const logger = createLogger({ service: 'test', transports: [logs] });
+  const db: Knex = createDb({ url: database.url, poolMax: 2 });
+  const amqp = new AmqpClient({ url: 'amqp://guest:guest@127.0.0.1:5672', logger, name: 'test-state-metrics' });
+  const relays = [createMetrics('relay', false), createMetrics('relay', false)].map((metrics) => ({
+    metrics,
+    state: new StateMetrics({ db, amqp, metrics, logger, queues: [], intervalMs: 60_000, auditIntervalMs: 60_000 }),
+  }));
+  try {
+    const p = await seedProject(db, { creditMicros: 1_000 });
+    await Promise.all(relays.map((r) => r.state.audit()));
+    for (const r of relays) await r.state.audit();
+    for (const r of relays) expect(await auditGauge(r.metrics)).toBe(1);
+    // a credit whose postings do not sum to zero, the balance row moved with its available posting
+    await db.transaction(async (trx) => {
+      await trx.raw('SET LOCAL session_replication_role = replica');
+      await trx.raw(
+        `INSERT INTO ledger_entries (transaction_id, project_id, kind, account, amount_micros)
+                     VALUES ('replayed', :p, 'credit', 'funding', -1000), ('replayed', :p, 'credit', 'available', 999)`,
+        { p: p.projectId },
+      );
+      await trx.raw('UPDATE projects SET available_micros = available_micros + 999 WHERE id = ?', [p.projectId]);
+    });
+    for (const r of relays) await r.state.audit();
+    for (const r of relays) await r.state.audit();
+    for (const r of relays) expect(await auditGauge(r.metrics)).toBe(0);
+  } finally {
+    await db.destroy();
+  }
 });

@@ -20,6 +20,7 @@ import * as m20 from './20261126000020_open_rows_have_deadlines';
 import * as m21 from './20261126000021_derive_execution_files';
 import * as m22 from './20261126000022_steps_recorded';
 import * as m30 from './20261126000030_submit_guard_binding';
+import * as m40 from './20261126000040_ledger_audit_cursor';
 import * as m50 from './20261126000050_retention_indexes';
 import * as m70 from './20261126000070_webhook_event_snapshot';
 import * as m81 from './20261126000081_janitor_claims';
@@ -47,6 +48,7 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000021_derive_execution_files', m21],
   ['20261126000022_steps_recorded', m22],
   ['20261126000030_submit_guard_binding', m30],
+  ['20261126000040_ledger_audit_cursor', m40],
   ['20261126000050_retention_indexes', m50],
   ['20261126000070_webhook_event_snapshot', m70],
   ['20261126000081_janitor_claims', m81],
