@@ -202,7 +202,12 @@ describe('the migrations the previous release runs beside', () => {
   // A migration that does one of those and was reviewed as safe beside the previous release (a
   // trigger dropped and re-created in one transaction, a constraint its writes always meet): its
   // name and why. Cleared at each release with statements.ts.
-  const REVIEWED: Record<string, string> = {};
+  const REVIEWED: Record<string, string> = {
+    // CHECK (audit_xid IS NOT NULL) NOT VALID: the column's default (pg_current_xact_id()) fills
+    // it on every insert that does not name it, which is every journal insert of the previous
+    // release; NOT VALID leaves the rows written before it alone.
+    '20261126000040_ledger_audit_cursor': 'a constraint every previous-release insert meets through the column default',
+  };
 
   it('are known: previous-release/statements.ts names the last migration of the previous release', () => {
     expect(since).toBeGreaterThanOrEqual(0);

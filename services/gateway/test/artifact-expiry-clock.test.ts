@@ -59,7 +59,15 @@ it("decides whether an artifact has expired by the database's clock, and signs n
     },
   };
   const route = getArtifactDownloadRoute({ db, store, config: { presignTtlSeconds: 300 }, logger: createNullLogger() } as unknown as GatewayDeps);
-  const auth = { keyId: p.keyId, lookupId: 'unused', keyName: 'k', projectId: p.projectId, organizationId: p.organizationId, scopes: ['executions:read'], role: 'ADMIN' } as const;
+  const auth = {
+    keyId: p.keyId,
+    lookupId: 'unused',
+    keyName: 'k',
+    projectId: p.projectId,
+    organizationId: p.organizationId,
+    scopes: ['executions:read'],
+    role: 'ADMIN',
+  } as const;
   const download = async (artifactId: string): Promise<unknown> => {
     let sent: unknown;
     const res = { json: (body: unknown) => (sent = body), locals: { requestId: 'r' } } as unknown as Response;

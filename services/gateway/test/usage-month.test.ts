@@ -46,7 +46,15 @@ it("shows the charges of the database's month, not of the gateway's", async () =
 
   let sent: unknown;
   const res = { json: (body: unknown) => (sent = body) } as unknown as Response;
-  const auth = { keyId: p.keyId, lookupId: 'unused', keyName: 'k', projectId: p.projectId, organizationId: p.organizationId, scopes: ['usage:read'], role: 'ADMIN' } as const;
+  const auth = {
+    keyId: p.keyId,
+    lookupId: 'unused',
+    keyName: 'k',
+    projectId: p.projectId,
+    organizationId: p.organizationId,
+    scopes: ['usage:read'],
+    role: 'ADMIN',
+  } as const;
   await getUsageRoute({ db } as unknown as GatewayDeps).handle({ req: {} as Request, res, auth, body: undefined, query: {} });
 
   const { rows } = await db.raw<{ rows: { start: Date; end: Date }[] }>(

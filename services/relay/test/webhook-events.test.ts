@@ -71,7 +71,7 @@ async function until(what: string, check: () => Promise<boolean> | boolean, ms =
   }
 }
 
-/** A submitted execution, claimed by worker 'w' (running). */
+/** A submitted execution, claimed by worker 'w' (running); its one claim's lease is LEASE. */
 async function running(p: SeededProject): Promise<string> {
   const { priceVersion } = await publishPrices(db, { events: 1 });
   const id = newId('exe');
@@ -90,9 +90,12 @@ async function running(p: SeededProject): Promise<string> {
     requestDigest: 'd',
     dispatchDeadlineMs: 60_000,
   });
-  await claimExecution(db, id, 'w', 30_000);
+  expect((await claimExecution(db, id, 'w', 30_000))?.lease).toBe(LEASE);
   return id;
 }
+
+/** The fence of worker 'w''s first claim: every write of the claim's holder carries it. */
+const LEASE = 'w:1';
 
 interface Event {
   type: string;
@@ -105,8 +108,8 @@ it('an execution.needs_review sent after an operator resolved the execution stil
   const rx = await receiver();
   await createWebhookEndpoint(db, { projectId: p.projectId, url: rx.url });
   const id = await running(p);
-  expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w', external: true })).toBe('started');
-  expect(await markNeedsReview(db, { executionId: id, owner: 'w', errorCode: 'provider_outcome_unknown', errorMessage: 'no answer' })).toBe(true);
+  expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: LEASE, external: true })).toBe('started');
+  expect(await markNeedsReview(db, { executionId: id, owner: LEASE, errorCode: 'provider_outcome_unknown', errorMessage: 'no answer' })).toBe(true);
   // resolved by an operator (admin execution resolve) before the relay made its first attempt
   expect(
     await settleExecution(db, {
@@ -148,12 +151,12 @@ it('the body of an event whose execution did not change since is the public exec
   const rx = await receiver();
   await createWebhookEndpoint(db, { projectId: p.projectId, url: rx.url, events: ['execution.succeeded'] });
   const id = await running(p);
-  expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: 'w' })).toBe('started');
+  expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'sleep', owner: LEASE })).toBe('started');
   // the step's end and the settlement in one statement: the trigger sees the step as that statement left it
   const settled = await finishLastStepAndSettle(
     db,
-    { executionId: id, projectId: p.projectId, index: 0, owner: 'w', status: 'succeeded', costMicros: 30, checkpoint: {} },
-    { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 30, from: ['running'], leaseOwner: 'w', output: { n: 1 } },
+    { executionId: id, projectId: p.projectId, index: 0, owner: LEASE, status: 'succeeded', costMicros: 30, checkpoint: {} },
+    { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 30, from: ['running'], leaseOwner: LEASE, output: { n: 1 } },
   );
   expect(settled).not.toBeNull();
   const d = deliverer();
@@ -181,7 +184,7 @@ it('a delivery written before snapshots existed gets its body from the execution
     status: 'succeeded',
     chargedMicros: 20,
     from: ['running'],
-    leaseOwner: 'w',
+    leaseOwner: LEASE,
     output: { old: true },
   });
   await db('webhook_deliveries').where({ execution_id: id }).update({ execution_snapshot: null });
@@ -211,7 +214,7 @@ it('a delivery written while its endpoint was being deleted is closed unsent, no
       status: 'succeeded',
       chargedMicros: 10,
       from: ['running'],
-      leaseOwner: 'w',
+      leaseOwner: LEASE,
       output: {},
     });
     expect(await deleteWebhookEndpoint(db, endpoint.id)).toBe(true);
@@ -242,7 +245,7 @@ it('a deletion under way when the delivery is claimed is waited for: the deleted
     status: 'succeeded',
     chargedMicros: 10,
     from: ['running'],
-    leaseOwner: 'w',
+    leaseOwner: LEASE,
     output: {},
   });
 
@@ -288,7 +291,7 @@ it("a retry is dated by the database's clock: a relay whose clock runs an hour a
       status: 'succeeded',
       chargedMicros: 10,
       from: ['running'],
-      leaseOwner: 'w',
+      leaseOwner: LEASE,
       output: {},
     });
     await until('the retry delivered', async () => (await listWebhookDeliveries(db, id))[0]?.status === 'delivered');
@@ -311,7 +314,7 @@ it("the previous release's relay statements still work on this schema (a rolling
     status: 'failed',
     chargedMicros: 0,
     from: ['running'],
-    leaseOwner: 'w',
+    leaseOwner: LEASE,
     errorCode: 'provider_error',
   });
   // the claim, payload fix and outcome of migration 20261123000013's relay, as it has them
