@@ -1,7 +1,17 @@
-import type { Config } from './index';
-
 /** The processes that talk to Postgres, each with its own bounds on waiting there. */
 export type DbRole = 'gateway' | 'worker' | 'relay' | 'admin';
+
+/** The bounds in ms, each for one kind of wait (0: none). */
+export interface DbTimeouts {
+  statementTimeoutMs: number;
+  lockTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
+}
+
+/** Config.dbTimeouts: the configured bounds, null where the variable was unset (no import of Config: index.ts imports this file). */
+interface ConfiguredDbTimeouts {
+  readonly dbTimeouts: { readonly [K in keyof DbTimeouts]: number | null };
+}
 
 /**
  * Each role's defaults, in ms (0: none), for what DB_STATEMENT_TIMEOUT_MS, DB_LOCK_TIMEOUT_MS
@@ -20,7 +30,7 @@ export type DbRole = 'gateway' | 'worker' | 'relay' | 'admin';
  * The services: a transaction left idle (a process stuck between two statements, holding its
  *   locks) is ended by the server.
  */
-const DB_TIMEOUT_DEFAULTS: Readonly<Record<DbRole, { statementTimeoutMs: number; lockTimeoutMs: number; idleInTransactionTimeoutMs: number }>> = {
+const DB_TIMEOUT_DEFAULTS: Readonly<Record<DbRole, DbTimeouts>> = {
   gateway: { statementTimeoutMs: 10_000, lockTimeoutMs: 5_000, idleInTransactionTimeoutMs: 10_000 },
   worker: { statementTimeoutMs: 30_000, lockTimeoutMs: 10_000, idleInTransactionTimeoutMs: 30_000 },
   relay: { statementTimeoutMs: 300_000, lockTimeoutMs: 10_000, idleInTransactionTimeoutMs: 60_000 },
@@ -28,7 +38,7 @@ const DB_TIMEOUT_DEFAULTS: Readonly<Record<DbRole, { statementTimeoutMs: number;
 };
 
 /** The bounds a process of this role sets on its connections: the configured ones, else the role's defaults. */
-export function dbTimeoutsFor(config: Config, role: DbRole): { statementTimeoutMs: number; lockTimeoutMs: number; idleInTransactionTimeoutMs: number } {
+export function dbTimeoutsFor(config: ConfiguredDbTimeouts, role: DbRole): DbTimeouts {
   const d = DB_TIMEOUT_DEFAULTS[role];
   const t = config.dbTimeouts;
   return {

@@ -46,6 +46,16 @@ export function isTimeoutError(err: unknown): boolean {
 }
 
 /**
+ * The statement failed and certainly committed nothing, and trying it again later may succeed:
+ * a deadlock or serialization failure, or a bound on waiting (isTimeoutError). A caller that
+ * gave the work back on such an error loses nothing, and may delete what only that statement
+ * would have named (a connection error, by contrast, may come after the commit).
+ */
+export function isRolledBackError(err: unknown): boolean {
+  return isRetryableTransactionError(err) || isTimeoutError(err);
+}
+
+/**
  * The database answers but not in time: the pool's acquire timeout, too many connections
  * (53300), a cancelled or timed-out statement (57014).
  */

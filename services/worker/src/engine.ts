@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { claimExecution, isConnectionError, isRetryableTransactionError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
+import { claimExecution, isConnectionError, isRolledBackError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
 import type { Delivery, Disposition } from '@tes/messaging';
 import { withSpan } from '@tes/tracing';
@@ -178,11 +178,11 @@ export class StepEngine {
         return 'ack';
       }
       const shuttingDown = err instanceof ShuttingDown || this.shutdown.signal.aborted;
-      // A deadlock or serialization failure the settlement's retries did not get past rolled
-      // its statement back: nothing is wrong with the execution, so it is given back like work
+      // A deadlock or serialization failure the settlement's retries did not get past, or a
+      // statement or lock timeout (DB_*_TIMEOUT_MS), rolled its statement back: nothing is wrong with the execution, so it is given back like work
       // at a shutdown, spending no attempt (a nack would hold the lease until it expired, and
       // the reaper would count that as a crash).
-      const reason = shuttingDown ? 'shutdown' : isConnectionError(err) ? 'infrastructure' : isRetryableTransactionError(err) ? 'contention' : null;
+      const reason = shuttingDown ? 'shutdown' : isConnectionError(err) ? 'infrastructure' : isRolledBackError(err) ? 'contention' : null;
       if (reason) {
         // Give the execution back (if the database answers; else its lease simply expires)
         // and have it come back later; the next claim resumes after the last completed step.

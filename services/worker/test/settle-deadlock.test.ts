@@ -78,75 +78,84 @@ it('a settlement killed by a deadlock is retried in place: the execution settles
   expect((await auditLedger(db)).ok).toBe(true);
 }, 60_000);
 
-it('a settlement that keeps deadlocking is given back: no attempt spent, its objects deleted, and the next claim finishes it', async () => {
-  const s3 = await startEmbeddedS3();
-  const store = new ObjectStore({
-    endpoint: s3.endpoint,
-    publicEndpoint: s3.endpoint,
-    bucket: 'settle-deadlock',
-    region: 'us-east-1',
-    accessKeyId: s3.accessKeyId,
-    secretAccessKey: s3.secretAccessKey,
-  });
-  try {
-    await store.ensureBucket();
-    const p = await seedProject(db, { creditMicros: 100_000 });
-    const id = await submitModel(db, p, await modelPrices(db), { steps: [{ ms: 0, file: true, external: false }] });
-    // Postgres answers this execution's settlement with a deadlock, whatever the retries do
-    await db.raw(`CREATE FUNCTION test_deadlock() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN RAISE EXCEPTION 'deadlock detected (injected)' USING ERRCODE = '40P01'; END $$`);
-    await db.raw(
-      `CREATE TRIGGER test_deadlock BEFORE UPDATE ON executions FOR EACH ROW
-        WHEN (NEW.id = '${id}' AND NEW.status = 'succeeded') EXECUTE FUNCTION test_deadlock()`,
-    );
-    const resent: string[] = [];
-    const provider = new FakeProvider();
-    const engine = new StepEngine({
-      db: workerDb,
-      catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
-      store,
-      runners: { [MODEL_TOOL.name]: modelRunner(provider) },
-      logger: createNullLogger(),
-      metrics: createMetrics('test', false),
-      leaseTtlMs: 10_000,
-      artifactPutTimeoutMs: 10_000,
-      workerId: 'wrk_deadlocked',
-      waitMs: 100,
-      publishLater: (m) => {
-        resent.push(m.executionId);
-        return Promise.resolve();
-      },
-      providers: {
-        http: new GuardedHttp({ allowPrivateNetworks: false }),
-        baseUrls: { replicate: '', fal: '', openai: '' },
-        credentials: {},
-        jobTimeoutMs: 1_000,
-      },
+it.each([
+  ['deadlocking', '40P01'],
+  // the worker's DB_LOCK_TIMEOUT_MS and DB_STATEMENT_TIMEOUT_MS: the statement was cancelled, nothing committed
+  ['waiting past its lock timeout', '55P03'],
+  ['running past its statement timeout', '57014'],
+])(
+  'a settlement that keeps %s is given back: no attempt spent, its objects deleted, and the next claim finishes it',
+  async (_what, sqlstate) => {
+    const s3 = await startEmbeddedS3();
+    const store = new ObjectStore({
+      endpoint: s3.endpoint,
+      publicEndpoint: s3.endpoint,
+      bucket: 'settle-deadlock',
+      region: 'us-east-1',
+      accessKeyId: s3.accessKeyId,
+      secretAccessKey: s3.secretAccessKey,
     });
     try {
-      // before the fix: the 40P01 was thrown out of handle (a nack), the lease held until it expired
-      expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
-      expect(resent).toEqual([id]);
-      expect(await db('executions').where({ id }).first('status', 'lease_owner', 'attempts')).toEqual({ status: 'running', lease_owner: null, attempts: 0 });
-      expect(await bucketKeys(s3, 'settle-deadlock')).toEqual([]);
-      await db.raw('DROP TRIGGER test_deadlock ON executions');
-      expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+      await store.ensureBucket();
+      const p = await seedProject(db, { creditMicros: 100_000 });
+      const id = await submitModel(db, p, await modelPrices(db), { steps: [{ ms: 0, file: true, external: false }] });
+      // Postgres answers this execution's settlement with a deadlock, whatever the retries do
+      await db.raw(`CREATE FUNCTION test_deadlock() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '${sqlstate}'; END $$`);
+      await db.raw(
+        `CREATE TRIGGER test_deadlock BEFORE UPDATE ON executions FOR EACH ROW
+        WHEN (NEW.id = '${id}' AND NEW.status = 'succeeded') EXECUTE FUNCTION test_deadlock()`,
+      );
+      const resent: string[] = [];
+      const provider = new FakeProvider();
+      const engine = new StepEngine({
+        db: workerDb,
+        catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
+        store,
+        runners: { [MODEL_TOOL.name]: modelRunner(provider) },
+        logger: createNullLogger(),
+        metrics: createMetrics('test', false),
+        leaseTtlMs: 10_000,
+        artifactPutTimeoutMs: 10_000,
+        workerId: 'wrk_deadlocked',
+        waitMs: 100,
+        publishLater: (m) => {
+          resent.push(m.executionId);
+          return Promise.resolve();
+        },
+        providers: {
+          http: new GuardedHttp({ allowPrivateNetworks: false }),
+          baseUrls: { replicate: '', fal: '', openai: '' },
+          credentials: {},
+          jobTimeoutMs: 1_000,
+        },
+      });
+      try {
+        // before the fix: the 40P01 was thrown out of handle (a nack), the lease held until it expired
+        expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+        expect(resent).toEqual([id]);
+        expect(await db('executions').where({ id }).first('status', 'lease_owner', 'attempts')).toEqual({ status: 'running', lease_owner: null, attempts: 0 });
+        expect(await bucketKeys(s3, 'settle-deadlock')).toEqual([]);
+        await db.raw('DROP TRIGGER test_deadlock ON executions');
+        expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
+      } finally {
+        await engine.sandbox.stop();
+      }
+      expect(await db('executions').where({ id }).first('status', 'attempts', 'charged_micros')).toEqual({
+        status: 'succeeded',
+        attempts: 0,
+        charged_micros: 1_000,
+      });
+      const named = await db('artifacts').where({ execution_id: id }).pluck('storage_key');
+      expect(await bucketKeys(s3, 'settle-deadlock')).toEqual(named);
+      expect(named).toHaveLength(1);
+      expect((await auditLedger(db)).ok).toBe(true);
     } finally {
-      await engine.sandbox.stop();
+      await db.raw('DROP TRIGGER IF EXISTS test_deadlock ON executions');
+      await db.raw('DROP FUNCTION IF EXISTS test_deadlock()');
+      store.close();
+      await s3.stop();
     }
-    expect(await db('executions').where({ id }).first('status', 'attempts', 'charged_micros')).toEqual({
-      status: 'succeeded',
-      attempts: 0,
-      charged_micros: 1_000,
-    });
-    const named = await db('artifacts').where({ execution_id: id }).pluck('storage_key');
-    expect(await bucketKeys(s3, 'settle-deadlock')).toEqual(named);
-    expect(named).toHaveLength(1);
-    expect((await auditLedger(db)).ok).toBe(true);
-  } finally {
-    await db.raw('DROP TRIGGER IF EXISTS test_deadlock ON executions');
-    await db.raw('DROP FUNCTION IF EXISTS test_deadlock()');
-    store.close();
-    await s3.stop();
-  }
-}, 60_000);
+  },
+  60_000,
+);

@@ -1,6 +1,6 @@
 import { MAX_STEPS, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import { enterWaiting, finishStep, getSteps, isConnectionError, isRetryableTransactionError, startStep, type ClaimedExecution, type StepRecord } from '@tes/db';
+import { enterWaiting, finishStep, getSteps, isConnectionError, isRolledBackError, startStep, type ClaimedExecution, type StepRecord } from '@tes/db';
 import { withSpan } from '@tes/tracing';
 import { hasProgram } from '../programs';
 import { OutcomeUnknown } from '../outcome-unknown';
@@ -120,11 +120,11 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
     const after = recordLocally(steps, e.id, index, name, { status: 'succeeded', costMicros: result.costMicros, checkpoint, errorCode: null });
     if (index === plan.length - 1) {
       // The last step: its end and the settlement in one statement (one round trip and one
-      // commit, all or nothing). Fenced out, or rolled back by a deadlock or serialization
-      // failure its retries did not get past, nothing was written and no row names the objects.
+      // commit, all or nothing). Fenced out, or rolled back (a deadlock or serialization failure
+      // its retries did not get past, a statement or lock timeout), nothing was written and no row names the objects.
       // (A connection error may have come after the commit: then the objects are kept.)
       const settled = await settle(deps, e, 'succeeded', after, { output: executionOutput(after) }, outcome).catch(async (err: unknown) => {
-        if (err instanceof LeaseLost || isRetryableTransactionError(err)) await discardArtifacts(deps, artifacts);
+        if (err instanceof LeaseLost || isRolledBackError(err)) await discardArtifacts(deps, artifacts);
         throw err;
       });
       logger.info('worker.step.succeeded', { ...log, step: index, name, costMicros: result.costMicros });
@@ -132,7 +132,7 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
     }
     const finished = await finishStep(db, outcome).catch(async (err: unknown) => {
       // rolled back for certain: nothing names the objects (other errors may follow a commit: kept)
-      if (isRetryableTransactionError(err)) await discardArtifacts(deps, artifacts);
+      if (isRolledBackError(err)) await discardArtifacts(deps, artifacts);
       throw err;
     });
     if (!finished) {
