@@ -33,14 +33,14 @@ it("shows the charges of the database's month, not of the gateway's", async () =
     requestDigest: 'd',
     dispatchDeadlineMs: 60_000,
   });
-  await claimExecution(db, id, 'w', 30_000);
+  const claimed = await claimExecution(db, id, 'w', 30_000);
   await settleExecution(db, {
     executionId: id,
     projectId: p.projectId,
     status: 'succeeded',
     chargedMicros: 40,
     from: ['running'],
-    leaseOwner: 'w',
+    leaseOwner: claimed!.lease, // the claim's fence
     output: {},
   });
 
