@@ -124,14 +124,15 @@ it('a resend that started while its original was in flight never deadlocks the s
   await until('the resend is answered or waits on the balance row', async () => resendDone || (await lockWaiters()) === 1);
   // W: a worker claims O's execution and settles it: execution row first, then the balance row
   const id = o.execution.id;
-  expect(await claimExecution(db, id, 'wrk_w', 60_000)).not.toBeNull();
+  const claimed = await claimExecution(db, id, 'wrk_w', 60_000);
+  expect(claimed).not.toBeNull();
   const settlement = settleExecution(db, {
     executionId: id,
     projectId: p.projectId,
     status: 'succeeded',
     chargedMicros: 60,
     from: ['running'],
-    leaseOwner: 'wrk_w',
+    leaseOwner: claimed!.lease, // the claim's fence
   }).then(
     (r) => ({ ok: r }),
     (err: unknown) => ({ err: err as { code?: string } }),
