@@ -88,3 +88,35 @@ it('a Prefer: wait of a revoked key ends at once with 401 platform_api_key_revok
     await cancel(p.secret, id);
   }
 });
+
+it('a submit’s Prefer: wait whose key is revoked answers 202 with the accepted execution, never a refusal', async () => {
+  // The wait comes after the execution was accepted and its money reserved: a 401 there would
+  // tell the caller nothing was accepted while the execution runs and is charged.
+  const p = await stack.seed({ creditMicros: 1_000_000 });
+  const key = await addKey(stack.db, p.projectId);
+  const args = { seconds: 0.6, steps: 20, costMicrosPerStep: 1 };
+  const q = await stack.http().post('/tools/quote').set(bearer(key.secret)).send({ tool: 'test.sleep', arguments: args });
+  const answered = stack
+    .http()
+    .post('/tools/test.sleep')
+    .set({ ...bearer(key.secret), 'Idempotency-Key': 'revoked-submit-wait-1', Prefer: 'wait=30' })
+    .send({ tool: 'test.sleep', arguments: args, priceVersion: q.body.data.priceVersion, maximumChargeMicros: q.body.data.maximumChargeMicros })
+    .then((r) => r);
+  // revoked once the execution exists (the submit committed and its wait began)
+  const by = Date.now() + 20_000;
+  while ((await stack.db('executions').where({ project_id: p.projectId }).count({ n: '*' }))[0]!.n === 0) {
+    if (Date.now() > by) throw new Error('the submit never wrote its execution');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await new Promise((r) => setTimeout(r, 300));
+  await revokeApiKey(stack.db, key.id);
+  const revokedAt = Date.now();
+  const res = await answered;
+  try {
+    expect([res.status, res.body.data?.status]).toEqual([202, expect.stringMatching(/^(queued|running)$/)]);
+    expect(res.headers['preference-applied']).toBeUndefined();
+    expect(Date.now() - revokedAt).toBeLessThan(BOUND_MS);
+  } finally {
+    await cancel(p.secret, res.body.data?.id as string);
+  }
+});

@@ -129,6 +129,7 @@ const RECHECK_MS = 5_000;
 function lossOf(key: ApiKeyRecord | null): KeyLoss | null {
   if (!key) return 'platform_api_key_invalid';
   if (key.revokedAt) return 'platform_api_key_revoked';
-  if (key.expiresAt && Date.parse(key.expiresAt) <= Date.now()) return 'platform_api_key_expired';
+  // expiresAtMs: the time left by the database's clock when the row was read, as auth.ts judges it
+  if (key.expiresAtMs !== null && key.expiresAtMs <= Date.now()) return 'platform_api_key_expired';
   return null;
 }

@@ -174,6 +174,10 @@ export class StepEngine {
       }
     } catch (err) {
       if (err instanceof LeaseLost) {
+        // Often the lease is still live (renewals went unconfirmed for a TTL): give it back, so
+        // the reaper re-dispatches at the recheck deadline without counting a crash (an attempt).
+        // Fenced by this claim's lease: a no-op when another claim really took the execution.
+        await releaseLease(db, executionId, execution.lease, this.execution.recheckDeadlineMs).catch(() => undefined);
         logger.warn('worker.execution.lease_lost', log);
         return 'ack';
       }

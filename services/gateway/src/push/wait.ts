@@ -31,7 +31,10 @@ export function preferredWaitSeconds(req: Request): number | null {
  * current one when the time is up, the client went away or the gateway is stopping. `applied`
  * tells whether it ended within the wait (the answer then carries Preference-Applied). A wait
  * lives no longer than its key (KeyCache.watch): if the key is revoked or expires meanwhile,
- * it ends at once with the refusal a new request would get (401 platform_api_key_revoked).
+ * it ends at once with the refusal a new request would get (401 platform_api_key_revoked) —
+ * unless `accepted`: a submit's wait comes after its execution was accepted and reserved, so a
+ * key lost then ends the wait with the execution as it is (202), never a refusal that would
+ * tell the caller nothing was accepted.
  */
 export async function waitForEnd(
   hub: ChangeHub,
@@ -39,6 +42,7 @@ export async function waitForEnd(
   caller: { projectId: string; lookupId: string; keys: KeyCache },
   view: ExecutionView,
   seconds: number,
+  accepted = false,
 ): Promise<{ view: ExecutionView; applied: boolean }> {
   if (isTerminal(view.execution.status)) return { view, applied: true };
   const gone = new AbortController();
@@ -51,7 +55,7 @@ export async function waitForEnd(
   });
   try {
     const ended = await hub.waitForTerminal(caller.projectId, view, seconds * 1000, gone.signal);
-    if (lost) throw new AppError(lost);
+    if (lost && !accepted) throw new AppError(lost);
     if (ended) return { view: ended, applied: true };
   } finally {
     req.off('close', onClose);

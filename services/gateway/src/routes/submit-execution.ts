@@ -145,7 +145,7 @@ async function answer(deps: GatewayDeps, req: Request, res: Response, accepted: 
   const wait = preferredWaitSeconds(req);
   if (wait !== null) {
     const { lookupId } = res.locals.auth as AuthContext;
-    const waited = await waitForEnd(deps.changes, req, { projectId: accepted.execution.projectId, lookupId, keys: deps.keys }, accepted, wait);
+    const waited = await waitForEnd(deps.changes, req, { projectId: accepted.execution.projectId, lookupId, keys: deps.keys }, accepted, wait, true);
     view = waited.view;
     if (waited.applied) preferenceApplied(res, wait);
   }

@@ -7,7 +7,7 @@ import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type StepWait } from '../runner';
 import { discardArtifacts, executionOutput, storeFiles, summary } from './artifacts';
 import { LeaseLost, ShuttingDown, type ExecutionDeps } from './context';
-import { needsReview, settle } from './settle';
+import { needsReview, retryRolledBack, settle } from './settle';
 import { runStep, type PricedResult } from './step';
 import type { WorkDir } from './work-dir';
 
@@ -80,7 +80,11 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
         return runStep(deps, { execution: e, tool, runner, index, step, previous: steps, prices, workDir, resumed: resuming ? recorded : undefined, lease });
       });
     } catch (err) {
-      if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err)) throw err;
+      // A statement of the step's own (recordExternalRef, the database's clock) that a lock or
+      // statement timeout or a deadlock rolled back is no failure of the step: a provider job it
+      // created may be running. The engine gives the execution back; the next claim resumes the
+      // job by its reference, or hands a step without one to an operator.
+      if (err instanceof LeaseLost || err instanceof ShuttingDown || isConnectionError(err) || isRolledBackError(err)) throw err;
       if (err instanceof OutcomeUnknown) {
         await needsReview(deps, e, index, err.message);
         return 'ended';
@@ -130,7 +134,7 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
       logger.info('worker.step.succeeded', { ...log, step: index, name, costMicros: result.costMicros });
       return settled;
     }
-    const finished = await finishStep(db, outcome).catch(async (err: unknown) => {
+    const finished = await retryRolledBack(deps, e.id, () => finishStep(db, outcome)).catch(async (err: unknown) => {
       // rolled back for certain: nothing names the objects (other errors may follow a commit: kept)
       if (isRolledBackError(err)) await discardArtifacts(deps, artifacts);
       throw err;

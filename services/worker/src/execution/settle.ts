@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   finishLastStepAndSettle,
-  isRetryableTransactionError,
+  isRolledBackError,
   markNeedsReview,
   settleExecution,
   type ClaimedExecution,
@@ -23,8 +23,8 @@ const SETTLE_TRIES = 4;
  * steps' costs. The sum is within the reservation because each billed step was capped at what
  * remained of it when it ran (runStep); settleExecution's LEAST(charged, reserved) backs that.
  *
- * The settlement is one statement, so a deadlock (40P01) or serialization failure (40001) rolled
- * all of it back: it is sent again in place, up to SETTLE_TRIES times, a few ms apart (the other
+ * The settlement is one statement, so a deadlock (40P01), a serialization failure (40001) or a
+ * lock or statement timeout (55P03, 57014: the worker's DB_*_TIMEOUT_MS) rolled all of it back: it is sent again in place, up to SETTLE_TRIES times, a few ms apart (the other
  * side of a deadlock, e.g. a submit holding the balance row, commits in that time). Spending the
  * attempt instead would throw the step's work and artifacts away for a lock-order accident. Past
  * the tries the error is thrown on, and the caller gives the execution back (no attempt spent).
@@ -72,12 +72,13 @@ export async function settle(
   return 'ended';
 }
 
-async function retryRolledBack<T>(deps: SettleDeps, executionId: string, statement: () => Promise<T>): Promise<T> {
+/** Runs `statement` again, a bounded number of times, while it fails rolled back (isRolledBackError). */
+export async function retryRolledBack<T>(deps: SettleDeps, executionId: string, statement: () => Promise<T>): Promise<T> {
   for (let tried = 1; ; tried++) {
     try {
       return await statement();
     } catch (err) {
-      if (!isRetryableTransactionError(err) || tried >= SETTLE_TRIES) throw err;
+      if (!isRolledBackError(err) || tried >= SETTLE_TRIES) throw err;
       deps.logger.warn('worker.settle.retried', { executionId, tried, code: (err as { code?: string }).code });
       await sleep(backoffDelayMs(tried, 20, 500));
     }
