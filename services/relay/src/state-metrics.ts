@@ -32,6 +32,7 @@ export class StateMetrics {
   private timer: NodeJS.Timeout | undefined;
   private auditTimer: NodeJS.Timeout | undefined;
   private running: Promise<unknown> | undefined;
+  private auditing: Promise<void> | undefined;
   private stopping = false;
 
   constructor(private readonly o: StateMetricsOptions) {}
@@ -47,9 +48,16 @@ export class StateMetrics {
       this.channel = ch;
     });
     this.timer = setInterval(() => this.guard(() => this.collect()), this.o.intervalMs);
-    this.auditTimer = setInterval(() => this.guard(() => this.audit()), this.o.auditIntervalMs);
+    this.auditTimer = setInterval(() => this.auditInBackground(), this.o.auditIntervalMs);
     await this.collect();
-    await this.audit();
+    // Not awaited: after an outage the first audit works off a backlog (many passes), and the
+    // relay must serve its health checks (Kubernetes' startup probe) and its other jobs meanwhile.
+    this.auditInBackground();
+  }
+
+  /** One audit at a time, in a slot of its own: a long catch-up does not hold back the gauges. */
+  private auditInBackground(): void {
+    this.auditing ??= this.audit().finally(() => (this.auditing = undefined));
   }
 
   private guard(fn: () => Promise<void>): void {
@@ -118,7 +126,7 @@ export class StateMetrics {
     this.stopping = true;
     if (this.timer) clearInterval(this.timer);
     if (this.auditTimer) clearInterval(this.auditTimer);
-    await this.running;
+    await Promise.all([this.running, this.auditing]);
     await this.channel?.close().catch(() => undefined);
   }
 }

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
 import { createDb } from '@tes/db';
 import { AmqpClient } from '@tes/messaging';
@@ -72,3 +73,30 @@ test('two relays report one verdict: a mis-summed transaction turns both to 0 an
     await db.destroy();
   }
 });
+
+test('start() does not wait for the audit: a relay catching up on a backlog serves its health checks meanwhile', async () => {
+  // At 1 M executions written after the cursor the first audit took 147 s, and start() awaited
+  // it: the health server came up only after it, past Kubernetes' startup probe (60 s).
+  const logger = createLogger({ service: 'test', transports: [new CaptureTransport()] });
+  const metrics = createMetrics('relay', false);
+  const own = await createTestDatabase(); // the file's database holds the planted defect above
+  const db: Knex = createDb({ url: own.url, poolMax: 2 });
+  const holder: Knex = createDb({ url: own.url, poolMax: 1 });
+  const amqp = new AmqpClient({ url: 'amqp://guest:guest@127.0.0.1:5672', logger, name: 'test-state-metrics-start' });
+  const state = new StateMetrics({ db, amqp, metrics, logger, queues: [], intervalMs: 60_000, auditIntervalMs: 60_000 });
+  // the audit's state row held by another transaction: the first pass waits on it for as long
+  const trx = await holder.transaction();
+  try {
+    await trx.raw('SELECT 1 FROM ledger_audit_state WHERE id = 1 FOR UPDATE');
+    const startedIn = await Promise.race([state.start().then(() => 'started'), sleep(5_000).then(() => 'still starting after 5 s')]);
+    expect(startedIn).toBe('started');
+    expect(await auditGauge(metrics)).toBeNaN(); // no verdict yet
+  } finally {
+    await trx.rollback(); // (before the fix, this let the awaited audit and start() go on)
+  }
+  await state.stop(); // waits for the audit, which now completes
+  expect(await auditGauge(metrics)).toBe(1);
+  await db.destroy();
+  await holder.destroy();
+  await own.drop();
+}, 60_000);
