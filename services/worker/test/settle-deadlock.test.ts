@@ -1,14 +1,11 @@
 import type { Knex } from 'knex';
 import { auditLedger, claimExecution, createDb, type StepRecord } from '@tes/db';
-import { Catalog } from '@tes/catalog';
-import { createLogger, createMetrics, createNullLogger } from '@tes/observability';
-import { GuardedHttp } from '@tes/outbound';
+import { createLogger, createMetrics } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import { CaptureTransport, seedProject, startEmbeddedS3, useTestDatabase } from '@tes/testing';
-import { StepEngine } from '../src/engine';
 import { settle } from '../src/execution/settle';
 import { bucketKeys } from './engine-model/stack';
-import { FakeProvider, MODEL_TOOL, modelPrices, modelRunner, submitModel } from './engine-model/tool';
+import { FakeProvider, modelEngine, modelPrices, submitModel } from './engine-model/tool';
 
 /**
  * Issue #26, defect 4, the worker's side: a settlement killed by a deadlock (40P01) was thrown
@@ -108,28 +105,7 @@ it.each([
       );
       const resent: string[] = [];
       const provider = new FakeProvider();
-      const engine = new StepEngine({
-        db: workerDb,
-        catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
-        store,
-        runners: { [MODEL_TOOL.name]: modelRunner(provider) },
-        logger: createNullLogger(),
-        metrics: createMetrics('test', false),
-        leaseTtlMs: 10_000,
-        artifactPutTimeoutMs: 10_000,
-        workerId: 'wrk_deadlocked',
-        waitMs: 100,
-        publishLater: (m) => {
-          resent.push(m.executionId);
-          return Promise.resolve();
-        },
-        providers: {
-          http: new GuardedHttp({ allowPrivateNetworks: false }),
-          baseUrls: { replicate: '', fal: '', openai: '' },
-          credentials: {},
-          jobTimeoutMs: 1_000,
-        },
-      });
+      const engine = modelEngine({ db: workerDb, store, provider, workerId: 'wrk_deadlocked', resent });
       try {
         // before the fix: the 40P01 was thrown out of handle (a nack), the lease held until it expired
         expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');

@@ -1,11 +1,7 @@
 import { auditLedger } from '@tes/db';
-import { Catalog } from '@tes/catalog';
-import { createMetrics, createNullLogger } from '@tes/observability';
-import { GuardedHttp } from '@tes/outbound';
 import { ObjectStore } from '@tes/storage';
 import { seedProject, startEmbeddedS3, useTestDatabase } from '@tes/testing';
-import { StepEngine } from '../src/engine';
-import { FakeProvider, MODEL_TOOL, modelPrices, modelRunner, submitModel } from './engine-model/tool';
+import { FakeProvider, modelEngine, modelPrices, submitModel } from './engine-model/tool';
 
 /**
  * A statement a step runs itself (here recordExternalRef, right after the provider's create) that
@@ -34,28 +30,7 @@ it.each([
     });
     const provider = new FakeProvider();
     const resent: string[] = [];
-    const engine = new StepEngine({
-      db,
-      catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
-      store,
-      runners: { [MODEL_TOOL.name]: modelRunner(provider) },
-      logger: createNullLogger(),
-      metrics: createMetrics('test', false),
-      leaseTtlMs: 10_000,
-      artifactPutTimeoutMs: 10_000,
-      workerId: 'wrk_rolled_back',
-      waitMs: 100,
-      publishLater: (m) => {
-        resent.push(m.executionId);
-        return Promise.resolve();
-      },
-      providers: {
-        http: new GuardedHttp({ allowPrivateNetworks: false }),
-        baseUrls: { replicate: '', fal: '', openai: '' },
-        credentials: {},
-        jobTimeoutMs: 1_000,
-      },
-    });
+    const engine = modelEngine({ db: db, store, provider, workerId: 'wrk_rolled_back', resent });
     try {
       await store.ensureBucket();
       const p = await seedProject(db, { creditMicros: 100_000 });

@@ -1,8 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
-import { DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
+import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId } from '@tes/core';
 import { publishPrices, submitExecution } from '@tes/db';
+import { createMetrics, createNullLogger } from '@tes/observability';
+import { GuardedHttp } from '@tes/outbound';
+import type { ObjectStore } from '@tes/storage';
+import { StepEngine } from '../../src/engine';
 import type { AnyRunner, StepContext, StepOutcome } from '../../src/runner';
 
 /** One planned step of the model's tool: how long it works, whether it stores a file, whether it is a provider's. */
@@ -92,4 +96,33 @@ export async function submitModel(db: Knex, p: { projectId: string; keyId: strin
   });
   if (submitted.kind !== 'created') throw new Error('the submit was refused');
   return id;
+}
+
+/**
+ * A StepEngine running only the model's tool against `provider`, its lease long enough that no
+ * renewal matters to a test; every execution it hands back is pushed to `resent`.
+ */
+export function modelEngine(o: { db: Knex; store: ObjectStore; provider: FakeProvider; workerId: string; resent: string[] }): StepEngine {
+  return new StepEngine({
+    db: o.db,
+    catalog: new Catalog({ enableTestTools: true, extraTools: [MODEL_TOOL] }),
+    store: o.store,
+    runners: { [MODEL_TOOL.name]: modelRunner(o.provider) },
+    logger: createNullLogger(),
+    metrics: createMetrics('test', false),
+    leaseTtlMs: 10_000,
+    artifactPutTimeoutMs: 10_000,
+    workerId: o.workerId,
+    waitMs: 100,
+    publishLater: (m) => {
+      o.resent.push(m.executionId);
+      return Promise.resolve();
+    },
+    providers: {
+      http: new GuardedHttp({ allowPrivateNetworks: false }),
+      baseUrls: { replicate: '', fal: '', openai: '' },
+      credentials: {},
+      jobTimeoutMs: 1_000,
+    },
+  });
 }
