@@ -67,3 +67,27 @@ export async function createTestDatabase(serverUrl = DEFAULT_SERVER_URL): Promis
       }),
   };
 }
+
+/**
+ * A database kept across runs under a name of its own (the history bench's `--history-db`: a
+ * 10 M-execution history takes most of an hour to seed, so it is seeded once and measured as
+ * often as needed). Created from the migrated template when missing (`created`), then migrated
+ * to the latest schema each time, as a deploy would; `drop()` does nothing: only the operator
+ * deletes it (`dropdb NAME`).
+ */
+export async function keptDatabase(name: string, serverUrl = DEFAULT_SERVER_URL): Promise<TestDatabase & { created: boolean }> {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`a kept database's name is lower-case letters, digits and _: got "${name}"`);
+  const exists = await withAdmin(serverUrl, async (c) => (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1);
+  if (!exists) {
+    const fresh = await createTestDatabase(serverUrl);
+    await withAdmin(serverUrl, (c) => c.query(`ALTER DATABASE "${fresh.name}" RENAME TO "${name}"`));
+  }
+  const url = withDatabase(serverUrl, name);
+  const db = createDb({ url, poolMax: 1 });
+  try {
+    await migrateLatest(db);
+  } finally {
+    await db.destroy();
+  }
+  return { url, name, created: !exists, drop: async () => {} };
+}

@@ -59,6 +59,10 @@ export interface BenchOptions {
    * same runs on one holding N executions of history (history-bench.ts); 0: the usual run.
    */
   history: number;
+  /** --history-db=NAME: the seeded history is kept in database NAME and reused by later runs. */
+  historyDb: string | undefined;
+  /** --seed-only (with --history-db): seed the kept database, catch its audit up, and stop. */
+  seedOnly: boolean;
 }
 
 /** Database connections of the gateway in all (split over its processes) and pgbench's clients. */
@@ -70,6 +74,8 @@ const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5,b7,b8,b9] [--con
                 [--db-connections=N] [--streams=N] [--push-runs=N] [--cpu-prof]
                 [--taskset=STACK_CPUS/GATEWAY_CPUS]   e.g. --taskset=0/1
                 [--history=N]   B1, B3, B5 and peak RSS on an empty database, then with N executions of history
+                [--history-db=NAME] keep the seeded history in database NAME and reuse it next time
+                [--seed-only]   with --history-db: seed (and audit) the history, measure nothing
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B9 (B6 comes with B5) next to baselines run in the same process tree on this
@@ -100,6 +106,8 @@ export function parseOptions(argv: string[]): BenchOptions {
     'cpu-prof',
     'taskset',
     'history',
+    'history-db',
+    'seed-only',
   ];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
@@ -114,6 +122,10 @@ export function parseOptions(argv: string[]): BenchOptions {
   const all = history ? ['b1', 'b3', 'b5'] : ['b1', 'b2', 'b3', 'b4', 'b5', 'b7', 'b8', 'b9'];
   const only = new Set((flags.get('only') ?? all.join(',')).split(',').map((s) => s.trim().toLowerCase()));
   for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}${history ? ' with --history' : ''}; got "${o}"`);
+  const historyDb = flags.get('history-db');
+  const seedOnly = flags.get('seed-only') === 'true';
+  if ((historyDb !== undefined || seedOnly) && !history) throw new Error('--history-db and --seed-only go with --history=N');
+  if (seedOnly && historyDb === undefined) throw new Error('--seed-only needs --history-db=NAME (else the seed is dropped)');
   const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
   const connections = int('db-connections', DB_CONNECTIONS, 1, 200);
   const durationSec = int('duration', quick ? 4 : 15, 1, 120);
@@ -139,5 +151,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     taskset: tsMatch ? { stack: tsMatch[1]!, gateway: tsMatch[2]! } : undefined,
     only,
     history,
+    historyDb,
+    seedOnly,
   };
 }

@@ -61,10 +61,10 @@ export class ServiceStack {
    * does). `readyTimeoutMs`: how long a service may take to answer /readyz (the relay audits
    * the whole ledger before it does, which takes minutes at 10 M executions).
    */
-  async start(options: { prepare?: (db: Db) => Promise<void>; readyTimeoutMs?: number } = {}): Promise<void> {
+  async start(options: { prepare?: (db: Db) => Promise<void>; readyTimeoutMs?: number; database?: TestDatabase } = {}): Promise<void> {
     this.readyTimeoutMs = options.readyTimeoutMs ?? 30_000;
     this.s3 = await startEmbeddedS3();
-    this.database = await createTestDatabase();
+    this.database = options.database ?? (await createTestDatabase());
     this.env = {
       NODE_ENV: 'production',
       DATABASE_URL: this.database.url,
@@ -190,7 +190,7 @@ export class ServiceStack {
     }
   }
 
-  /** Stops the services, then deletes the queues, the database and the S3 server. */
+  /** Stops the services, then deletes the queues, the database (unless it is kept) and the S3 server. */
   async stop(): Promise<void> {
     const errors: string[] = [];
     const attempt = async (what: string, fn: () => Promise<unknown>) => {
