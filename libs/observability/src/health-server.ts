@@ -8,6 +8,11 @@ export interface HealthServerOptions {
   registry: { metrics(): Promise<string>; readonly contentType: string };
   /** Each resolves true when a dependency the process needs is reachable; ready = all true. */
   checks: (() => Promise<boolean> | boolean)[];
+  /**
+   * Dependencies the process serves without (degraded, still ready): each is named in /readyz's
+   * body while it is down. The gateway's broker: the outbox carries the publish through an outage.
+   */
+  degraded?: Record<string, () => boolean>;
 }
 
 /**
@@ -43,8 +48,11 @@ export class HealthServer {
       } else if (req.url === '/readyz') {
         let ok = true;
         for (const check of this.options.checks) ok = ok && (await check());
+        const degraded = Object.entries(this.options.degraded ?? {})
+          .filter(([, up]) => !up())
+          .map(([name]) => name);
         res.writeHead(ok ? 200 : 503, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ status: ok ? 'ready' : 'not_ready' }));
+        res.end(JSON.stringify({ status: ok ? 'ready' : 'not_ready', ...(degraded.length ? { degraded } : {}) }));
       } else {
         res.writeHead(404, { 'Content-Type': 'application/json' });
         res.end('{"error":{"status":"NOT_FOUND","message":"route_not_found"}}');

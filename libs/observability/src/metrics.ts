@@ -60,6 +60,9 @@ export interface Metrics {
   dbPoolMax: Gauge;
   /** Reports a connection pool's state on every scrape (several pools are summed); returns the way to stop. */
   watchDbPool(stats: () => DbPoolStats): () => void;
+  brokerConnected: Gauge;
+  /** Reports whether the process holds its broker connection, on every scrape. */
+  watchBroker(connected: () => boolean): void;
 }
 
 export function createMetrics(service: string, withDefaults = true): Metrics {
@@ -70,6 +73,7 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(name);
   }
   const pools = new Set<() => DbPoolStats>();
+  let broker: (() => boolean) | undefined;
   const poolTotals = (): DbPoolStats => {
     const sum: DbPoolStats = { inUse: 0, idle: 0, pending: 0, max: 0 };
     for (const stats of pools) {
@@ -246,6 +250,18 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     watchDbPool(stats) {
       pools.add(stats);
       return () => pools.delete(stats);
+    },
+    // NaN until a process says how to tell (a gateway cluster's primary holds no connection)
+    brokerConnected: new Gauge({
+      name: 'tes_broker_connected',
+      help: '1 while the process holds its AMQP connection, 0 while it is reconnecting (the gateway keeps accepting: the outbox holds the publish)',
+      registers: [registry],
+      collect() {
+        this.set(broker ? (broker() ? 1 : 0) : NaN);
+      },
+    }),
+    watchBroker(connected) {
+      broker = connected;
     },
   };
 }

@@ -103,14 +103,19 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   });
   const port = (server.address() as AddressInfo).port;
 
-  const checks = [() => amqp.connected, () => pingDb(db)];
+  // Ready = can serve: the database is the truth and the outbox carries every publish, so a
+  // broker outage degrades the gateway (messages wait in the outbox; the dispatcher and the
+  // relay's sweep send them when it is back) but does not take it out of its Service: with the
+  // broker in the checks, every gateway left the load balancer while it still accepted work.
+  const checks = [() => pingDb(db)];
+  metrics.watchBroker(() => amqp.connected);
   let health: Stoppable;
   let metricsPort = 0;
   if (ipc) {
     readiness = checks;
     health = ipc;
   } else {
-    const server = new HealthServer({ port: config.metricsPort, registry: metrics.registry, checks });
+    const server = new HealthServer({ port: config.metricsPort, registry: metrics.registry, checks, degraded: { broker: () => amqp.connected } });
     metricsPort = await server.start();
     started.add('health', () => server.stop());
     health = { name: 'health', stop: () => server.stop() };

@@ -88,6 +88,7 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
   });
   started.add('state-metrics', () => state.stop());
   await state.start();
+  metrics.watchBroker(() => amqp.connected);
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,

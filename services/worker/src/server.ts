@@ -92,6 +92,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   for (const c of consumers) await c.start();
   await amqp.start();
 
+  metrics.watchBroker(() => amqp.connected);
   const health = new HealthServer({
     port: config.metricsPort,
     registry: metrics.registry,
