@@ -67,10 +67,62 @@ const migrationSource: Knex.MigrationSource<string> = {
   },
 };
 
-/** Applies every pending migration; returns the names applied. */
-export async function migrateLatest(db: Db): Promise<string[]> {
-  const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
-  return applied;
+export interface MigrateOptions {
+  /** How long to wait for another migrate that is running now (default 15 min, the Job's wait). */
+  waitMs?: number;
+  /** Told when knex's lock was left set by a migrate that is gone, and was freed. */
+  onStaleLock?: () => void;
+  /** Told once, when another migrate is running and this one waits for it. */
+  onWaiting?: () => void;
+}
+
+/** Held by the session of a running migrate, for its whole run (migrateLatest). */
+const RUNNING_LOCK = `hashtext('tes.migrate.running')`;
+
+/**
+ * Applies every pending migration; returns the names applied.
+ *
+ * knex marks a run in a table (knex_migrations_lock.is_locked) and clears it at the end, so a
+ * migrate killed midway (its Job's deadline, an OOM, a node lost) left the mark set and every
+ * later run failed at once ("Migration table is already locked"), the Job's retries included.
+ * The mark alone cannot tell a dead run from a live one; a session lock can: each run holds a
+ * session-level advisory lock on a connection of its own for as long as it runs, and Postgres
+ * releases it when that session ends, however the process died. So a run that gets the lock
+ * knows no other run of this release is alive: a mark still set is stale, and it frees it. A run
+ * that does not get it waits for the live one (at most `waitMs`), then finds nothing to apply.
+ * (A migrate of a release before this one holds no such lock: do not run two releases'
+ * migrations at once, which the deploy steps never do.)
+ */
+export async function migrateLatest(db: Db, options: MigrateOptions = {}): Promise<string[]> {
+  // createDb's connection settings: a client of its own, outside the pool (which may hold one connection)
+  const { connectionString, application_name } = (db.client as { config: { connection: { connectionString: string; application_name?: string } } }).config
+    .connection;
+  const holder = new pg.Client({ connectionString, application_name: `${application_name ?? 'tes'}-migrate` });
+  await holder.connect();
+  try {
+    const deadline = Date.now() + (options.waitMs ?? 15 * 60_000);
+    for (let told = false; ; told = true) {
+      const got = await holder.query<{ ok: boolean }>(`SELECT pg_try_advisory_lock(${RUNNING_LOCK}) AS ok`);
+      if (got.rows[0]?.ok) break;
+      if (Date.now() > deadline) throw new Error('another migrate is still running (it holds the tes.migrate.running lock); try again when it has ended');
+      if (!told) options.onWaiting?.();
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    const mark = await holder.query<{ is_locked: number }>('SELECT is_locked FROM knex_migrations_lock').catch((err: unknown) => {
+      if ((err as { code?: string }).code === '42P01') return { rows: [] }; // a new database: knex makes the table
+      throw err;
+    });
+    if (mark.rows.some((r) => r.is_locked)) {
+      await db.migrate.forceFreeMigrationsLock({ migrationSource });
+      options.onStaleLock?.();
+    }
+    const [, applied] = (await db.migrate.latest({ migrationSource })) as [number, string[]];
+    return applied;
+  } finally {
+    // ending the session releases the lock too; an explicit unlock first keeps it exact
+    await holder.query(`SELECT pg_advisory_unlock(${RUNNING_LOCK})`).catch(() => undefined);
+    await holder.end().catch(() => undefined);
+  }
 }
 
 /** The name of the database in a postgres URL. */

@@ -33,9 +33,20 @@ async function devSeed(db: Knex): Promise<{ organizationId: string; projectId: s
 export const COMMANDS: CommandSpec[] = [
   {
     name: 'migrate',
-    summary: 'Apply pending database migrations (creates the database if missing when run through npm start).',
+    summary:
+      'Apply pending database migrations (creates the database if missing when run through npm start). Waits for a migrate that is running; frees the lock a killed one left.',
     options: {},
-    run: async (db) => ({ applied: await migrateLatest(db) }),
+    run: async (db) => {
+      let staleLockFreed = false;
+      const applied = await migrateLatest(db, {
+        onWaiting: () => process.stderr.write('migrate: another migrate is running; waiting for it (at most 15 min)\n'),
+        onStaleLock: () => {
+          staleLockFreed = true;
+          process.stderr.write('migrate: the migration lock was left by a migrate that is gone (killed midway); freed it\n');
+        },
+      });
+      return { applied, staleLockFreed };
+    },
   },
   {
     name: 'org create',
