@@ -140,6 +140,26 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
     const early = tree.objects.filter((o) => o.metadata.labels?.['tes/phase'] === 'pre-deploy').map((o) => o.kind);
     expect(early.filter((k) => !['Job', 'ServiceAccount', 'ConfigMap', 'Secret'].includes(k))).toEqual([]);
   });
+
+  test('under Argo CD the migration runs after what it reads exists and before the services (issue #27)', () => {
+    const [job] = find(tree, 'Job', 'tes-migrate');
+    const wave = (o: { metadata: { annotations?: Record<string, string> } }) => Number(o.metadata.annotations?.['argocd.argoproj.io/sync-wave'] ?? 0);
+    // A PreSync hook runs before the Sync phase creates the generated tes-config-<hash> and
+    // tes-secrets-<hash> it reads: it waited for them until its deadline.
+    expect(job!.metadata.annotations?.['argocd.argoproj.io/hook']).toBe('Sync');
+    expect(wave(job!)).toBe(-1);
+    const pod = job!.spec.template.spec;
+    const c = pod.containers[0];
+    const read = [
+      find(tree, 'ServiceAccount', pod.serviceAccountName)[0]!,
+      ...c.envFrom.map((ef: { configMapRef: { name: string } }) => find(tree, 'ConfigMap', ef.configMapRef.name)[0]!),
+      ...c.env.map((e: { valueFrom: { secretKeyRef: { name: string } } }) => find(tree, 'Secret', e.valueFrom.secretKeyRef.name)[0]!),
+    ];
+    for (const o of read) expect(wave(o)).toBeLessThan(-1);
+    // and everything else comes after it
+    const others = tree.objects.filter((o) => o !== job && !read.includes(o));
+    expect(others.filter((o) => wave(o) <= -1).map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([]);
+  });
 });
 
 test('deploy/README.md applies the pre-deploy phase, waits for the migration, then applies the rest', () => {
