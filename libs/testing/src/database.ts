@@ -89,5 +89,5 @@ export async function keptDatabase(name: string, serverUrl = DEFAULT_SERVER_URL)
   } finally {
     await db.destroy();
   }
-  return { url, name, created: !exists, drop: async () => {} };
+  return { url, name, created: !exists, drop: () => Promise.resolve() };
 }

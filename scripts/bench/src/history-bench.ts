@@ -98,7 +98,10 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
             if (o.seedOnly) throw new SeedOnly();
             return;
           }
-          if (!kept.created) throw new Error(`database ${kept.name} holds ${seeded ?? 'an unfinished seed of'} executions of history, not ${history}: dropdb ${kept.name} and seed again`);
+          if (!kept.created)
+            throw new Error(
+              `database ${kept.name} holds ${seeded ?? 'an unfinished seed of'} executions of history, not ${history}: dropdb ${kept.name} and seed again`,
+            );
         }
         say(`seeding ${history.toLocaleString('en-US')} executions of history (steps, artifacts, uploads, outbox, webhooks, journal)`);
         const t = Date.now();
@@ -176,7 +179,9 @@ class SeedOnly extends Error {}
 
 /** How many executions of history a kept database was seeded with (its comment), undefined if none. */
 async function seededCount(db: Db, database: TestDatabase): Promise<number | undefined> {
-  const r = await db.raw<{ rows: { c: string | null }[] }>(`SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = ?`, [database.name]);
+  const r = await db.raw<{ rows: { c: string | null }[] }>(`SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = ?`, [
+    database.name,
+  ]);
   const m = /^tes history bench: (\d+) executions$/.exec(r.rows[0]?.c ?? '');
   return m ? Number(m[1]) : undefined;
 }
@@ -272,7 +277,14 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
   report.figure('historyAuditCatchUpSec', seeded.auditCatchUpSec);
   report.figure('historyAuditPassMs', seeded.auditPassMs);
   if (seeded.auditPassMs !== undefined)
-    report.add({ figure: `periodic ledger audit pass (history ${n})`, value: seeded.auditPassMs, unit: 'ms', target: '< 1000 ms', met: seeded.auditPassMs < 1000, ratio: null });
+    report.add({
+      figure: `periodic ledger audit pass (history ${n})`,
+      value: seeded.auditPassMs,
+      unit: 'ms',
+      target: '< 1000 ms',
+      met: seeded.auditPassMs < 1000,
+      ratio: null,
+    });
   for (const [p, tag] of [
     [empty, 'Empty'],
     [seeded, 'History'],
