@@ -1,11 +1,11 @@
 import type { Knex } from 'knex';
 import { builtinTools, Catalog, DEFAULT_PRICE_LIST, type ModelPrice, type ToolDefinition } from '@tes/catalog';
 import { newId, StepError } from '@tes/core';
-import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
+import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, recordUpload, submitExecution } from '@tes/db';
 import { createMetrics, createNullLogger } from '@tes/observability';
 import { GuardedHttp } from '@tes/outbound';
 import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { createTestDatabase, seedProject, startEmbeddedS3, startTcpRelay, type EmbeddedS3, type TestDatabase } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import { SharpSandbox } from '../src/media/sharp-sandbox';
 import type { AnyRunner } from '../src/runner';
@@ -71,11 +71,11 @@ const shortRender: ToolDefinition = {
   plan: () => [{ name: 'render', billed: true, timeoutMs: 1_000 }],
 };
 
-function engineFor(tool: ToolDefinition, runner: AnyRunner): StepEngine {
+function engineFor(tool: ToolDefinition, runner: AnyRunner, objectStore: ObjectStore = store): StepEngine {
   return new StepEngine({
     db,
     catalog: new Catalog({ enableTestTools: true, extraTools: [tool] }),
-    store,
+    store: objectStore,
     runners: { [tool.name]: runner },
     sandbox,
     logger: createNullLogger(),
@@ -103,7 +103,7 @@ async function pricesWith(tool: string, model: string, price: ModelPrice): Promi
 async function submitAndRun(
   engine: StepEngine,
   p: { projectId: string; keyId: string },
-  e: { tool: string; model: string; arguments?: Record<string, unknown>; priceVersion: string; totalSteps: number; reservedMicros: number },
+  e: { tool: string; model: string; arguments?: Record<string, unknown>; priceVersion: string; totalSteps: number; reservedMicros: number; fileIds?: string[] },
 ) {
   const id = newId('exe');
   await submitExecution(db, {
@@ -120,6 +120,7 @@ async function submitAndRun(
     idempotencyKey: id,
     requestDigest: 'x',
     dispatchDeadlineMs: 60_000,
+    fileIds: e.fileIds ?? [],
   });
   expect(await engine.handle({ executionId: id, projectId: p.projectId }, e.tool.split('.')[0]!)).toBe('ack');
   return { execution: (await getExecutionById(db, id))!, steps: await getSteps(db, p.projectId, [id]) };
@@ -208,6 +209,55 @@ it('every other failure stays free: a step error, a provider step that timed out
   const freeTimeout = await run(ownTool(1, 300), { step: hangs }, free);
   expect(freeTimeout.execution).toMatchObject({ status: 'failed', errorCode: 'step_timeout', chargedMicros: 0 });
   expect(await balance(p.projectId)).toEqual({ available: 50_000, reserved: 0 });
+});
+
+it('a deadline that runs out while the worker still fetches an input from our storage is ours: free', async () => {
+  const p = await seedProject(db, { creditMicros: 50_000 });
+  const priceVersion = await pricesWith('test.own', 'own', { unitPriceMicros: 1_000, minimumMicros: 0, timeoutMicrosPerSecond: 1_000 });
+  const storageKey = `uploads/${p.projectId}/input.png`;
+  await store.put({ key: storageKey, body: Buffer.from('not really a png'), contentType: 'image/png' });
+  const { file } = await recordUpload(db, {
+    projectId: p.projectId,
+    sha256: 'a'.repeat(64),
+    format: 'png',
+    mimeType: 'image/png',
+    sizeBytes: 16,
+    storageKey,
+    retentionMs: 60_000,
+  });
+  // S3 answers nothing: the download outlasts the step's deadline
+  const relay = await startTcpRelay(s3.endpoint, 80);
+  const stalled = new ObjectStore({
+    endpoint: relay.url,
+    publicEndpoint: relay.url,
+    bucket: 'timeout-charge',
+    region: 'us-east-1',
+    accessKeyId: s3.accessKeyId,
+    secretAccessKey: s3.secretAccessKey,
+  });
+  relay.holdAnswers(true);
+  try {
+    const fetches: AnyRunner = {
+      step: async (ctx, args) => {
+        await ctx.inputFile((args as { fileId: string }).fileId);
+        return { units: 1 };
+      },
+    };
+    const { execution } = await submitAndRun(engineFor(ownTool(1, 500), fetches, stalled), p, {
+      tool: 'test.own',
+      model: 'own',
+      arguments: { fileId: file.id },
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 3_000,
+      fileIds: [file.id],
+    });
+    expect(execution).toMatchObject({ status: 'failed', errorCode: 'step_timeout', chargedMicros: 0 });
+    expect(await balance(p.projectId)).toEqual({ available: 50_000, reserved: 0 });
+  } finally {
+    stalled.close();
+    await relay.close();
+  }
 });
 
 it('heavy renders that time out again and again drain the project that sends them, until it cannot submit more', async () => {

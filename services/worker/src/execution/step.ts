@@ -52,7 +52,7 @@ export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
 
 /**
  * Runs one step under its deadline (losing the lease or a shutdown aborts it, with that as the
- * reason), and prices what it reports. The lease is kept alive by the execution's LeaseKeeper,
+ * reason), and prices what it reports, or the deadline it ran out of (StepTimedOut). The lease is kept alive by the execution's LeaseKeeper,
  * which outlives the step: its artifacts' upload and the statement recording its end follow.
  */
 export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<PricedResult | StepWait> {
@@ -91,7 +91,9 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
       return;
     }
     const timeout = new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`);
-    // An external step waited on its provider (an outage is no fault of the input): free.
+    // Charged only when the work's own time ran out: not an external step's (it waited on its
+    // provider, whose outage is no fault of the input), not during a call of ours, and not once
+    // a shutdown or a lost lease had aborted the step first (it is given back, not failed).
     if (!controller.signal.aborted && step.external !== true && ours === 0) chargedTimeout = timeout;
     controller.abort(timeout);
   }, timeoutMs);
