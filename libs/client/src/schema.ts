@@ -455,6 +455,7 @@ export interface components {
             priceVersion: string;
             currency: components["schemas"]["Currency"];
             minimumChargeMicros: components["schemas"]["Micros"];
+            /** @description What is reserved at submit, and the most the execution can be charged whatever its outcome: a step that runs out of its deadline (step_timeout) is charged at most this too. */
             maximumChargeMicros: components["schemas"]["Micros"];
             unit: string;
             estimatedUnits: number;
