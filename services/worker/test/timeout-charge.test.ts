@@ -268,7 +268,7 @@ it('heavy renders that time out again and again drain the project that sends the
   const p = await seedProject(db, { creditMicros: 14_000 });
   // 1 s of deadline at 3,000 micros a second
   const priceVersion = await pricesWith('image.render', 'sharp', { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 3_000 });
-  const engine = engineFor(shortRender, RUNNERS['image.render'] as AnyRunner);
+  const engine = engineFor(shortRender, RUNNERS['image.render']);
   const args = { model: 'sharp', svg: heavy, format: 'png', quality: 90, background: '#ffffff', color: '#111111', fontSize: 64 };
   for (let n = 1; n <= 4; n++) {
     const { execution, steps } = await submitAndRun(engine, p, {
