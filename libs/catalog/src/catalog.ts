@@ -1,6 +1,7 @@
 import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { AppError, MAX_STEPS, type InputFacts } from '@tes/core';
+import { AppError, ceilDiv, formatUsd, MAX_STEPS, type InputFacts } from '@tes/core';
+import { DEFAULT_TIMEOUT_MICROS_PER_SECOND } from './prices';
 import { builtinTools } from './tools';
 import type { ProviderAvailability, ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
@@ -131,6 +132,20 @@ export class Catalog {
     return costOf(tool, units, modelPrice(prices, tool.name, model), args);
   }
 
+  /**
+   * What a step of this model that ran out of its `timeoutMs` deadline costs, before the cap (the
+   * worker caps it, like any step's cost, at what remains of the reservation, so the quoted
+   * maximum still bounds the charge): every started second of the deadline at the model's
+   * timeout rate. The work held a worker slot that long and the input alone decides whether it
+   * ends; free, the same input could hold the slot again and again at no cost. The price is the
+   * execution's price version's, so it is the one its quote described. A provider model's
+   * timeout (the provider's wait, not our work) is free (the worker only asks for own steps).
+   */
+  timeoutCost(tool: ToolDefinition, model: string, timeoutMs: number, prices: PriceList): number {
+    if (tool.models.find((m) => m.id === model)?.external) return 0;
+    return ceilDiv(Math.max(0, timeoutMs), 1_000) * timeoutRate(modelPrice(prices, tool.name, model));
+  }
+
   /** The public catalog (`GET /tools` data). */
   describe(prices: PriceList, priceVersion: string, executionEnabled: boolean, unavailable: Unavailable = NONE): Record<string, unknown> {
     return {
@@ -145,11 +160,14 @@ export class Catalog {
             description: m.description,
             available: isAvailable(tool, m, unavailable) && price !== undefined,
             example: m.example,
-            price: price ? { description: tool.describePrice(price) } : null,
+            price: price ? { description: describePrice(tool, m, price) } : null,
           };
         });
-        const priced = tool.models.map((m) => prices.tools[tool.name]?.models[m.id]).filter((p): p is ModelPrice => p !== undefined);
-        const cheapest = priced.reduce<ModelPrice | undefined>((a, p) => (!a || p.minimumMicros < a.minimumMicros ? p : a), undefined);
+        const priced = tool.models.flatMap((m) => {
+          const price = prices.tools[tool.name]?.models[m.id];
+          return price ? [{ model: m, price }] : [];
+        });
+        const cheapest = priced.reduce<(typeof priced)[number] | undefined>((a, p) => (!a || p.price.minimumMicros < a.price.minimumMicros ? p : a), undefined);
         return {
           name: tool.name,
           description: tool.description,
@@ -158,7 +176,9 @@ export class Catalog {
           inputSchema: tool.inputSchema,
           example: tool.example,
           models,
-          price: cheapest ? { minimumMicros: cheapest.minimumMicros, unit: tool.unit, description: `from ${tool.describePrice(cheapest)}` } : null,
+          price: cheapest
+            ? { minimumMicros: cheapest.price.minimumMicros, unit: tool.unit, description: `from ${describePrice(tool, cheapest.model, cheapest.price)}` }
+            : null,
         };
       }),
     };
@@ -168,6 +188,22 @@ export class Catalog {
 /** The tool's own pricing when it has one, else max(minimum, units x unit price). */
 function costOf(tool: ToolDefinition, units: number, price: ModelPrice, args: object): number {
   return tool.cost ? tool.cost(units, price, args) : Math.max(price.minimumMicros, units * price.unitPriceMicros);
+}
+
+function timeoutRate(price: ModelPrice): number {
+  return price.timeoutMicrosPerSecond ?? DEFAULT_TIMEOUT_MICROS_PER_SECOND;
+}
+
+/**
+ * A model's price as callers read it (`GET /tools`): the tool's own words, then what a step
+ * that runs out of its deadline costs, so a caller knows before submitting that such a
+ * failure is not free.
+ */
+function describePrice(tool: ToolDefinition, model: ModelDefinition, price: ModelPrice): string {
+  const rate = timeoutRate(price);
+  const own = tool.describePrice(price);
+  if (model.external || rate === 0) return own;
+  return `${own}; a step that runs out of its deadline (step_timeout) costs ${formatUsd(rate)} per started second of the deadline, at most the reservation`;
 }
 
 function modelPrice(prices: PriceList, tool: string, model: string): ModelPrice {

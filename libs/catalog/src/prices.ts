@@ -1,21 +1,29 @@
 import type { PriceList } from './types';
 
+/**
+ * A second of a step's deadline when the step runs out of it, for a model whose price entry
+ * names no `timeoutMicrosPerSecond` (every list published before the field existed): $0.36 an
+ * hour of a worker slot. A render that runs out of its 60 s costs $0.006, at most its reservation.
+ */
+export const DEFAULT_TIMEOUT_MICROS_PER_SECOND = 100;
+
 /** The price list a fresh installation starts with (`prices publish` replaces it). */
 export const DEFAULT_PRICE_LIST: PriceList = {
   currency: 'usd',
+  // timeoutMicrosPerSecond: models that run on our workers (provider models' timeouts are never charged)
   tools: {
-    'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
-    'image.transform': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
+    'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 100 } } },
+    'image.transform': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 100 } } },
     'audio.speech': {
       models: {
-        'espeak-ng': { unitPriceMicros: 2_000, minimumMicros: 100 },
+        'espeak-ng': { unitPriceMicros: 2_000, minimumMicros: 100, timeoutMicrosPerSecond: 100 },
         'openai/gpt-4o-mini-tts': { unitPriceMicros: 20_000, minimumMicros: 1_000 },
       },
     },
-    'audio.transcode': { models: { ffmpeg: { unitPriceMicros: 100, minimumMicros: 100 } } },
-    'video.slideshow': { models: { ffmpeg: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } },
-    'video.thumbnail': { models: { ffmpeg: { unitPriceMicros: 500, minimumMicros: 500 } } },
-    'video.transcode': { models: { ffmpeg: { unitPriceMicros: 2_000, minimumMicros: 2_000 } } },
+    'audio.transcode': { models: { ffmpeg: { unitPriceMicros: 100, minimumMicros: 100, timeoutMicrosPerSecond: 100 } } },
+    'video.slideshow': { models: { ffmpeg: { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 100 } } },
+    'video.thumbnail': { models: { ffmpeg: { unitPriceMicros: 500, minimumMicros: 500, timeoutMicrosPerSecond: 100 } } },
+    'video.transcode': { models: { ffmpeg: { unitPriceMicros: 2_000, minimumMicros: 2_000, timeoutMicrosPerSecond: 100 } } },
     // Provider models: our price per output, above the providers' published prices.
     'image.generate': {
       models: {
@@ -30,7 +38,7 @@ export const DEFAULT_PRICE_LIST: PriceList = {
         'fal/kling-video-v1-standard': { unitPriceMicros: 60_000, minimumMicros: 300_000 },
       },
     },
-    'test.sleep': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0 } } },
+    'test.sleep': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0, timeoutMicrosPerSecond: 100 } } },
   },
 };
 
@@ -49,8 +57,9 @@ export function checkPriceList(value: unknown): string[] {
       continue;
     }
     for (const [model, price] of Object.entries(models as Record<string, unknown>)) {
-      for (const field of ['unitPriceMicros', 'minimumMicros'] as const) {
+      for (const field of ['unitPriceMicros', 'minimumMicros', 'timeoutMicrosPerSecond'] as const) {
         const v = price === null || price === undefined ? undefined : (price as Record<string, unknown>)[field];
+        if (field === 'timeoutMicrosPerSecond' && v === undefined) continue; // optional: DEFAULT_TIMEOUT_MICROS_PER_SECOND
         if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
           problems.push(`tools["${tool}"].models["${model}"].${field} must be a non-negative integer`);
         }

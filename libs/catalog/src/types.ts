@@ -6,6 +6,12 @@ export interface ModelPrice {
   unitPriceMicros: number;
   /** Smallest charge for a successful execution. */
   minimumMicros: number;
+  /**
+   * What one started second of a step's deadline costs when the step runs out of it
+   * (`step_timeout`): the worker time its input held (Catalog.timeoutCost). Absent in lists
+   * published before it existed: DEFAULT_TIMEOUT_MICROS_PER_SECOND. 0 makes such a timeout free.
+   */
+  timeoutMicrosPerSecond?: number;
 }
 
 /** The price list: JSON, versioned in Postgres, published with the admin CLI. */
@@ -20,6 +26,11 @@ export interface ModelDefinition {
   example: Record<string, unknown>;
   /** Whether what the model needs (a provider credential) is configured. */
   available: boolean;
+  /**
+   * The model runs at an external provider (its steps are `external`): a step of it that runs
+   * out of its deadline waited on the provider, so it is never charged for the time.
+   */
+  external?: boolean;
   /**
    * Programs a worker needs on its machine to run this model (e.g. ffmpeg, espeak-ng).
    * Workers report whether they have them; a model whose programs the workers lack is

@@ -1,5 +1,13 @@
 import { AppError } from '@tes/core';
-import { builtinTools, Catalog, checkPriceList, DEFAULT_PRICE_LIST, IMAGE_RENDER_LIMITS, type PriceList } from '@tes/catalog';
+import {
+  builtinTools,
+  Catalog,
+  checkPriceList,
+  DEFAULT_PRICE_LIST,
+  DEFAULT_TIMEOUT_MICROS_PER_SECOND,
+  IMAGE_RENDER_LIMITS,
+  type PriceList,
+} from '@tes/catalog';
 
 const VERSION = '2026-11-01.1';
 const catalog = new Catalog({ enableTestTools: true, providers: { replicate: true, fal: true, openai: true } });
@@ -242,9 +250,57 @@ describe('describe', () => {
   });
 });
 
+describe('a step that runs out of its deadline (issue #25)', () => {
+  const render = catalog.get('image.render')!;
+  const modelPrices = (tool: string) =>
+    Object.fromEntries(
+      (
+        (catalog.describe(DEFAULT_PRICE_LIST, VERSION, true).tools as { name: string; models: { id: string; price: { description: string } }[] }[]).find(
+          (t) => t.name === tool,
+        )?.models ?? []
+      ).map((m) => [m.id, m.price.description]),
+    );
+
+  it('costs every started second of its deadline at the model rate; a list without one uses the default rate', () => {
+    expect(catalog.timeoutCost(render, 'sharp', 60_000, DEFAULT_PRICE_LIST)).toBe(60 * 100); // $0.006
+    expect(catalog.timeoutCost(render, 'sharp', 1_001, DEFAULT_PRICE_LIST)).toBe(2 * 100);
+    const older: PriceList = { currency: 'usd', tools: { 'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } } } };
+    expect(catalog.timeoutCost(render, 'sharp', 60_000, older)).toBe(60 * DEFAULT_TIMEOUT_MICROS_PER_SECOND);
+    const free: PriceList = {
+      currency: 'usd',
+      tools: { 'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 0 } } } },
+    };
+    expect(catalog.timeoutCost(render, 'sharp', 60_000, free)).toBe(0);
+  });
+
+  it('a provider model is never charged for it: the time was the provider wait', () => {
+    expect(catalog.timeoutCost(catalog.get('image.generate')!, 'fal/flux-schnell', 600_000, DEFAULT_PRICE_LIST)).toBe(0);
+    expect(catalog.timeoutCost(catalog.get('audio.speech')!, 'openai/gpt-4o-mini-tts', 180_000, DEFAULT_PRICE_LIST)).toBe(0);
+  });
+
+  it('GET /tools says so in the price description of every model that runs on our workers, and of no provider model', () => {
+    expect(modelPrices('image.render')).toEqual({
+      sharp:
+        '$0.001 per started megapixel, minimum $0.001; a step that runs out of its deadline (step_timeout) costs $0.0001 per started second of the deadline, at most the reservation',
+    });
+    const speech = modelPrices('audio.speech');
+    expect(speech['espeak-ng']).toMatch(/step_timeout\) costs \$0\.0001 per started second/);
+    expect(speech['openai/gpt-4o-mini-tts']).not.toMatch(/deadline/);
+    for (const description of Object.values(modelPrices('image.generate'))) expect(description).not.toMatch(/deadline/);
+    const tool = (catalog.describe(DEFAULT_PRICE_LIST, VERSION, true).tools as { name: string; price: { description: string } }[]).find(
+      (t) => t.name === 'image.render',
+    );
+    expect(tool?.price.description).toMatch(/^from \$0\.001 per started megapixel, minimum \$0\.001; a step that runs out of its deadline/);
+  });
+});
+
 describe('checkPriceList', () => {
   it('accepts the default list', () => {
     expect(checkPriceList(DEFAULT_PRICE_LIST)).toEqual([]);
+  });
+
+  it('accepts a list that names no timeout rate (published before it existed)', () => {
+    expect(checkPriceList({ currency: 'usd', tools: { t: { models: { m: { unitPriceMicros: 1, minimumMicros: 1 } } } } })).toEqual([]);
   });
 
   it.each([
@@ -258,6 +314,11 @@ describe('checkPriceList', () => {
     ['a price given as a string', { currency: 'usd', tools: { t: { models: { m: { unitPriceMicros: '1', minimumMicros: 1 } } } } }, /unitPriceMicros/],
     ['a missing field', { currency: 'usd', tools: { t: { models: { m: { unitPriceMicros: 1 } } } } }, /minimumMicros/],
     ['a null model price', { currency: 'usd', tools: { t: { models: { m: null } } } }, /unitPriceMicros/],
+    [
+      'a negative timeout rate',
+      { currency: 'usd', tools: { t: { models: { m: { unitPriceMicros: 1, minimumMicros: 1, timeoutMicrosPerSecond: -1 } } } } },
+      /timeoutMicrosPerSecond/,
+    ],
   ])('finds a problem in a list with %s', (_what, list, problem) => {
     const problems = checkPriceList(list);
     expect(problems.length).toBeGreaterThan(0);

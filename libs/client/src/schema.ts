@@ -397,6 +397,10 @@ export interface components {
         /** @enum {string} */
         StepStatus: "running" | "succeeded" | "failed" | "cancelled";
         ModelPrice: {
+            /**
+             * @description The model's price in words. For a model that runs on our workers it also says what a step that runs out of its deadline (step_timeout) costs: a rate per started second of the deadline, at most the reservation.
+             * @example $0.001 per started megapixel, minimum $0.001; a step that runs out of its deadline (step_timeout) costs $0.0001 per started second of the deadline, at most the reservation
+             */
             description: string;
         };
         Model: {
@@ -451,6 +455,7 @@ export interface components {
             priceVersion: string;
             currency: components["schemas"]["Currency"];
             minimumChargeMicros: components["schemas"]["Micros"];
+            /** @description What is reserved at submit, and the most the execution can be charged whatever its outcome: a step that runs out of its deadline (step_timeout) is charged at most this too. */
             maximumChargeMicros: components["schemas"]["Micros"];
             unit: string;
             estimatedUnits: number;
@@ -495,6 +500,7 @@ export interface components {
             index: number;
             name: string;
             status: components["schemas"]["StepStatus"];
+            /** @description What the step cost: its units' price when it succeeded; 0 when it failed, except a step that ran out of its deadline (step_timeout), which costs its deadline's started seconds at the model's timeout rate, capped at what remained of the reservation. */
             costMicros: components["schemas"]["Micros"];
             startedAt: components["schemas"]["Timestamp"];
             finishedAt: components["schemas"]["NullableTimestamp"];
@@ -509,14 +515,14 @@ export interface components {
             priceVersion: string;
             /** @description Maximum reserved at acceptance; keeps its value after completion. */
             reservedMicros: components["schemas"]["Micros"];
-            /** @description Settled amount; 0 while open means not yet settled. Equals the sum of the steps costMicros, capped at reservedMicros. */
+            /** @description Settled amount; 0 while open means not yet settled. Equals the sum of the steps costMicros, capped at reservedMicros: a failed execution pays for the steps that succeeded, and its failed step only when it ran out of its deadline (step_timeout). */
             chargedMicros: components["schemas"]["Micros"];
             currency: components["schemas"]["Currency"];
             cancelRequested: boolean;
             progress: components["schemas"]["Progress"];
             steps: components["schemas"]["Step"][];
             output: components["schemas"]["ExecutionOutput"];
-            /** @description snake_case failure code of a failed execution (invalid_input_file, provider_error, provider_timeout, step_limit_exceeded, step_timeout, artifact_too_large, internal_error, ...); otherwise null. */
+            /** @description snake_case failure code of a failed execution (invalid_input_file, provider_error, provider_timeout, step_limit_exceeded, step_timeout, artifact_too_large, internal_error, ...); otherwise null. A failed step is free except with step_timeout: a step that ran out of its deadline on the worker costs every started second of that deadline at the model's timeout rate (stated in its price description in GET /tools), at most what remains of the reservation; a provider step's timeout is free. */
             errorCode: string | null;
             errorMessage: string | null;
             createdAt: components["schemas"]["Timestamp"];

@@ -135,6 +135,7 @@ export function audioSpeech(p: ProviderAvailability) {
         description: 'OpenAI gpt-4o-mini-tts through the audio/speech API. Needs OPENAI_API_KEY (and ffprobe on the worker to check the audio).',
         example: { model: OPENAI_SPEECH_MODEL, text: 'Welcome back. Your report is ready.', voice: 'coral', format: 'mp3' },
         available: p.openai,
+        external: true,
         requires: ['ffprobe'],
       },
     ],

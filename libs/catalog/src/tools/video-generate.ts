@@ -44,6 +44,7 @@ export function videoGenerate(p: ProviderAvailability) {
         description: 'Kling v1.6 standard on Replicate (kwaivgi/kling-v1.6-standard). Needs REPLICATE_API_TOKEN and ffprobe on the worker.',
         example: { prompt: 'A hummingbird hovering at a flower', durationSeconds: 5, aspectRatio: '1:1' },
         available: p.replicate,
+        external: true,
         requires: ['ffprobe'],
       },
       {
@@ -51,6 +52,7 @@ export function videoGenerate(p: ProviderAvailability) {
         description: 'Kling 1.0 standard on fal (fal-ai/kling-video/v1/standard/text-to-video). Needs FAL_KEY and ffprobe on the worker.',
         example: { prompt: 'Timelapse of clouds over mountains', durationSeconds: 10 },
         available: p.fal,
+        external: true,
         requires: ['ffprobe'],
       },
     ],

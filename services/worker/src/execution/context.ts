@@ -10,7 +10,7 @@ import type { AnyRunner } from '../runner';
 /** What running one claimed execution needs; the StepEngine builds it once per process. */
 export interface ExecutionDeps {
   db: Knex;
-  catalog: Pick<Catalog, 'get' | 'cost'>;
+  catalog: Pick<Catalog, 'get' | 'cost' | 'timeoutCost'>;
   store: ObjectStore;
   /** Runners by tool name (the worker's are typed complete by `Runners`; tests add their own). */
   runners: Readonly<Record<string, AnyRunner>>;

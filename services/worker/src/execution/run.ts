@@ -8,7 +8,7 @@ import { isWait, type StepWait } from '../runner';
 import { discardArtifacts, executionOutput, storeFiles, summary } from './artifacts';
 import { LeaseLost, ShuttingDown, type ExecutionDeps } from './context';
 import { needsReview, retryRolledBack, settle } from './settle';
-import { runStep, type PricedResult } from './step';
+import { runStep, StepTimedOut, type PricedResult } from './step';
 import type { WorkDir } from './work-dir';
 
 /**
@@ -92,12 +92,14 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
       const failure = err instanceof StepError ? err : null;
       if (!failure) logger.error('worker.step.crashed', { ...log, step: index, err });
       const errorCode = failure?.errorCode ?? 'internal_error';
-      if (!(await finishStep(db, { executionId: e.id, projectId: e.projectId, index, owner: e.lease, status: 'failed', costMicros: 0, errorCode }))) {
-        throw new LeaseLost();
-      }
-      steps = recordLocally(steps, e.id, index, name, { status: 'failed', costMicros: 0, checkpoint: null, errorCode });
-      await settle(deps, e, 'failed', steps, { errorCode, errorMessage: failure?.message ?? 'the step failed unexpectedly' });
-      logger.info('worker.step.failed', { ...log, step: index, errorCode });
+      // A failed step is free, except one that ran out of its deadline on its own work.
+      const costMicros = err instanceof StepTimedOut ? err.costMicros : 0;
+      steps = recordLocally(steps, e.id, index, name, { status: 'failed', costMicros, checkpoint: null, errorCode });
+      // The step's end and the settlement in one statement: a step recorded with a cost is never
+      // left for a reaper that charges only succeeded steps (abandonExecution).
+      const outcome = { executionId: e.id, projectId: e.projectId, index, owner: e.lease, status: 'failed' as const, costMicros, errorCode };
+      await settle(deps, e, 'failed', steps, { errorCode, errorMessage: failure?.message ?? 'the step failed unexpectedly' }, outcome);
+      logger.info('worker.step.failed', { ...log, step: index, errorCode, costMicros });
       return 'ended';
     }
 

@@ -19,9 +19,10 @@ type SettleDeps = Pick<ExecutionDeps, 'db' | 'logger' | 'metrics'>;
 const SETTLE_TRIES = 4;
 
 /**
- * Ends the execution (fenced by the claim's lease) and charges the sum of its succeeded
- * steps' costs. The sum is within the reservation because each billed step was capped at what
- * remained of it when it ran (runStep); settleExecution's LEAST(charged, reserved) backs that.
+ * Ends the execution (fenced by the claim's lease) and charges the sum of its steps' costs
+ * (chargedSoFar). The sum is within the reservation because each step's cost, a timed-out
+ * step's too, was capped at what remained of it when it ran (runStep); settleExecution's
+ * LEAST(charged, reserved) backs that.
  *
  * The settlement is one statement, so a deadlock (40P01), a serialization failure (40001) or a
  * lock or statement timeout (55P03, 57014: the worker's DB_*_TIMEOUT_MS) rolled all of it back: it is sent again in place, up to SETTLE_TRIES times, a few ms apart (the other
@@ -94,7 +95,10 @@ export async function needsReview(deps: SettleDeps, e: ClaimedExecution, index: 
   deps.logger.warn('worker.execution.needs_review', { executionId: e.id, projectId: e.projectId, tool: e.tool, step: index });
 }
 
-/** What the execution's succeeded steps cost together. */
+/**
+ * What the execution's steps cost together: the succeeded ones, and a failed one's cost (only
+ * a step that ran out of its deadline on its own work has one: StepTimedOut).
+ */
 export function chargedSoFar(steps: StepRecord[]): number {
-  return steps.filter((s) => s.status === 'succeeded').reduce((sum, s) => sum + s.costMicros, 0);
+  return steps.filter((s) => s.status === 'succeeded' || s.status === 'failed').reduce((sum, s) => sum + s.costMicros, 0);
 }

@@ -31,12 +31,28 @@ export interface StepRun {
   lease: AbortSignal;
 }
 
+/**
+ * A step that ran out of its deadline on its own work: it fails with `step_timeout` and costs
+ * `costMicros`, the deadline it held priced by the catalog (Catalog.timeoutCost) and capped at
+ * what remains of the reservation. Every other failure, and a timeout that was not the work's
+ * (a provider's wait, our storage or database), is a plain StepError and costs nothing.
+ */
+export class StepTimedOut extends StepError {
+  constructor(
+    message: string,
+    readonly costMicros: number,
+  ) {
+    super('step_timeout', message);
+    this.name = 'StepTimedOut';
+  }
+}
+
 /** A step's result as recorded: the runner's units priced into the step's cost. */
 export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
 
 /**
  * Runs one step under its deadline (losing the lease or a shutdown aborts it, with that as the
- * reason), and prices what it reports. The lease is kept alive by the execution's LeaseKeeper,
+ * reason), and prices what it reports, or the deadline it ran out of (StepTimedOut). The lease is kept alive by the execution's LeaseKeeper,
  * which outlives the step: its artifacts' upload and the statement recording its end follow.
  */
 export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<PricedResult | StepWait> {
@@ -55,13 +71,31 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
   // A provider reference this step has (recorded now or on an earlier run): past it, the
   // provider has the job, may finish it and bill for it.
   let providerRef = resumed?.externalRef ?? null;
+  // Calls into our own infrastructure in flight (an input's download, the database): a deadline
+  // that runs out during one is ours to bear, not the input's.
+  let ours = 0;
+  const onOurSide = async <T>(call: () => Promise<T>): Promise<T> => {
+    ours += 1;
+    try {
+      return await call();
+    } finally {
+      ours -= 1;
+    }
+  };
+  // Set when the deadline ran out on the step's own work: that timeout is charged (StepTimedOut).
+  let chargedTimeout = null as StepError | null; // (assigned in the timer: not narrowed to null)
   const deadline = setTimeout(() => {
-    controller.abort(
-      providerRef === null
-        ? new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`)
-        : // not a zero-charge failure: the job may have run and cost money; an operator decides
-          new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`),
-    );
+    if (providerRef !== null) {
+      // not a zero-charge failure: the job may have run and cost money; an operator decides
+      controller.abort(new OutcomeUnknown(`step ${name} exceeded ${timeoutMs} ms after its provider job ${providerRef} was created; its outcome is unknown`));
+      return;
+    }
+    const timeout = new StepError('step_timeout', `step ${name} exceeded ${timeoutMs} ms`);
+    // Charged only when the work's own time ran out: not an external step's (it waited on its
+    // provider, whose outage is no fault of the input), not during a call of ours, and not once
+    // a shutdown or a lost lease had aborted the step first (it is given back, not failed).
+    if (!controller.signal.aborted && step.external !== true && ours === 0) chargedTimeout = timeout;
+    controller.abort(timeout);
   }, timeoutMs);
   try {
     const fn = run.runner[step.name];
@@ -77,16 +111,17 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
         externalRef: resumed?.externalRef ?? null,
         stepCheckpoint: resumed?.checkpoint ?? null,
         recordExternalRef: async (ref, checkpoint) => {
-          if (!(await recordExternalRef(db, { executionId: e.id, index, owner: e.lease, externalRef: ref, checkpoint: checkpoint ?? null }))) {
-            throw new LeaseLost();
-          }
+          const recorded = await onOurSide(() =>
+            recordExternalRef(db, { executionId: e.id, index, owner: e.lease, externalRef: ref, checkpoint: checkpoint ?? null }),
+          );
+          if (!recorded) throw new LeaseLost();
           providerRef = ref;
         },
-        databaseNow: async () => (await databaseTime(db)).getTime(),
+        databaseNow: async () => (await onOurSide(() => databaseTime(db))).getTime(),
         get workDir() {
           return workDir.path;
         },
-        inputFile: (fileId) => fetchInput(deps, e, fileId, workDir.path, controller.signal),
+        inputFile: (fileId) => onOurSide(() => fetchInput(deps, e, fileId, workDir.path, controller.signal)),
         logger: deps.logger,
         providers: deps.providers,
         sandbox: deps.sandbox,
@@ -96,7 +131,9 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
     if (controller.signal.aborted) throw controller.signal.reason;
     return isWait(result) ? result : price(deps, run, name, result);
   } catch (err) {
-    throw controller.signal.aborted ? controller.signal.reason : err;
+    if (!controller.signal.aborted) throw err;
+    const reason: unknown = controller.signal.reason;
+    throw reason === chargedTimeout && chargedTimeout !== null ? timedOut(deps, run, name, timeoutMs, chargedTimeout.message) : reason;
   } finally {
     clearTimeout(deadline);
     deps.shutdown.removeEventListener('abort', onShutdown);
@@ -127,6 +164,20 @@ function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResu
   }
   annotate({ 'tes.step.units': units, 'tes.step.cost_micros': costMicros });
   return { ...rest, costMicros };
+}
+
+/**
+ * The step ran out of its deadline on its own work: what the deadline it held costs (the
+ * catalog's timeout price under the execution's price version), capped like any step's cost at
+ * what remains of the reservation, so the charge never passes the quoted maximum.
+ */
+function timedOut(deps: ExecutionDeps, run: StepRun, name: string, timeoutMs: number, message: string): StepTimedOut {
+  const e = run.execution;
+  const cost = deps.catalog.timeoutCost(run.tool, e.model, timeoutMs, run.prices);
+  const costMicros = Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous)));
+  annotate({ 'tes.step.units': 0, 'tes.step.cost_micros': costMicros });
+  deps.logger.info('worker.step.timeout_charged', { executionId: e.id, tool: e.tool, step: name, timeoutMs, costMicros: cost, chargedMicros: costMicros });
+  return new StepTimedOut(message, costMicros);
 }
 
 async function fetchInput(deps: ExecutionDeps, e: ExecutionRecord, fileId: string, workDir: string, signal: AbortSignal): Promise<InputFile> {
