@@ -2,10 +2,12 @@ import type { PriceList } from './types';
 
 /**
  * A second of a step's deadline when the step runs out of it, for a model whose price entry
- * names no `timeoutMicrosPerSecond` (every list published before the field existed): $0.36 an
- * hour of a worker slot. A render that runs out of its 60 s costs $0.006, at most its reservation.
+ * names no `timeoutMicrosPerSecond`: 0, free. A published price version is a promise: an
+ * execution quoted under a list that said nothing of timeouts (every list published before the
+ * field existed) is not charged for one; a list that names a rate (the default list: 100 µ$,
+ * $0.36 an hour of a worker slot, so a render that runs out of its 60 s costs $0.006) is.
  */
-export const DEFAULT_TIMEOUT_MICROS_PER_SECOND = 100;
+export const DEFAULT_TIMEOUT_MICROS_PER_SECOND = 0;
 
 /** The price list a fresh installation starts with (`prices publish` replaces it). */
 export const DEFAULT_PRICE_LIST: PriceList = {

@@ -9,7 +9,7 @@ export interface ModelPrice {
   /**
    * What one started second of a step's deadline costs when the step runs out of it
    * (`step_timeout`): the worker time its input held (Catalog.timeoutCost). Absent in lists
-   * published before it existed: DEFAULT_TIMEOUT_MICROS_PER_SECOND. 0 makes such a timeout free.
+   * published before it existed: free (DEFAULT_TIMEOUT_MICROS_PER_SECOND, 0), as that list promised.
    */
   timeoutMicrosPerSecond?: number;
 }

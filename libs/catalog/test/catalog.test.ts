@@ -261,11 +261,12 @@ describe('a step that runs out of its deadline (issue #25)', () => {
       ).map((m) => [m.id, m.price.description]),
     );
 
-  it('costs every started second of its deadline at the model rate; a list without one uses the default rate', () => {
+  it('costs every started second of its deadline at the model rate; a list without one (published before the field) keeps timeouts free', () => {
     expect(catalog.timeoutCost(render, 'sharp', 60_000, DEFAULT_PRICE_LIST)).toBe(60 * 100); // $0.006
     expect(catalog.timeoutCost(render, 'sharp', 1_001, DEFAULT_PRICE_LIST)).toBe(2 * 100);
     const older: PriceList = { currency: 'usd', tools: { 'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000 } } } } };
     expect(catalog.timeoutCost(render, 'sharp', 60_000, older)).toBe(60 * DEFAULT_TIMEOUT_MICROS_PER_SECOND);
+    expect(DEFAULT_TIMEOUT_MICROS_PER_SECOND).toBe(0);
     const free: PriceList = {
       currency: 'usd',
       tools: { 'image.render': { models: { sharp: { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 0 } } } },
