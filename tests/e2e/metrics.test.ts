@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { bearer, startStack, waitForExecution, type TestStack } from '../stack';
 
@@ -37,8 +39,13 @@ function value(text: string, series: string): number | undefined {
 
 it('gateway, worker and relay expose their series, which move when an execution runs', async () => {
   const ports = { gateway: stack.gatewayMetricsPort, worker: stack.worker!.metricsPort, relay: stack.relay!.metricsPort };
+  const release = (JSON.parse(readFileSync(path.join(__dirname, '../../lerna.json'), 'utf8')) as { version: string }).version;
   for (const port of Object.values(ports)) {
-    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    expect(health.status).toBe(200);
+    // the release each process runs (issue #27): lerna's one version, in /healthz and tes_build_info
+    expect(await health.json()).toEqual({ status: 'ok', version: release });
+    expect(await scrape(port)).toContain(`tes_build_info{version="${release}",nodejs="${process.versions.node}"`);
     expect((await fetch(`http://127.0.0.1:${port}/readyz`)).status).toBe(200);
   }
   const before = { worker: await scrape(ports.worker) };

@@ -1,3 +1,4 @@
+import { RELEASE } from '@tes/core';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { seedProject } from '@tes/testing';
@@ -53,6 +54,8 @@ function attributes(list: { key: string; value: OtlpValue }[] | undefined): Reco
 class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
   readonly contentTypes = new Set<string>();
+  /** Every resource's service.version: the release (issue #27). */
+  readonly versions = new Set<string>();
   private readonly server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -65,6 +68,7 @@ class OtlpReceiver {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpRequest;
       for (const rs of body.resourceSpans ?? []) {
         const service = String(attributes(rs.resource?.attributes)['service.name']);
+        this.versions.add(String(attributes(rs.resource?.attributes)['service.version']));
         for (const ss of rs.scopeSpans ?? []) for (const s of ss.spans ?? []) this.spans.push({ ...s, service, attrs: attributes(s.attributes) });
       }
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
@@ -176,6 +180,7 @@ test('a submit is one trace: gateway request → submit → outbox publish → w
   // every span of the trace hangs from a span of the same trace, up to one root
   const roots = trace.filter((s) => !s.parentSpanId);
   expect(roots.map((s) => `${s.service} ${s.name}`)).toEqual(['tes-gateway POST /tools/{tool}']);
+  expect([...receiver.versions]).toEqual([RELEASE]);
   for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId)).toBe(true);
 
   // the settlement's ancestry is the execution's path through the services

@@ -6,3 +6,4 @@ export * from './canonical';
 export * from './api-keys';
 export * from './media';
 export * from './file-facts';
+export * from './release';

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { RELEASE } from '@tes/core';
 
 export interface HealthServerOptions {
   port: number;
@@ -16,7 +17,7 @@ export interface HealthServerOptions {
 }
 
 /**
- * Small operations server on METRICS_PORT: /metrics (Prometheus), /healthz (process alive),
+ * Small operations server on METRICS_PORT: /metrics (Prometheus), /healthz (process alive, and its release),
  * /readyz (dependencies reachable). Kept off the public port.
  */
 export class HealthServer {
@@ -44,7 +45,7 @@ export class HealthServer {
         res.end(body);
       } else if (req.url === '/healthz') {
         res.writeHead(200, { 'Content-Type': 'application/json' });
-        res.end('{"status":"ok"}');
+        res.end(JSON.stringify({ status: 'ok', version: RELEASE }));
       } else if (req.url === '/readyz') {
         let ok = true;
         for (const check of this.options.checks) ok = ok && (await check());

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { RELEASE } from '@tes/core';
 
 /**
  * One registry per process (tests build their own). Names carry units; labels are bounded
@@ -100,6 +101,13 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     registers: [registry],
   });
   ledgerAuditOk.set(NaN);
+  // which release each process runs, for dashboards and a rollout's progress (count by version)
+  new Gauge({
+    name: 'tes_build_info',
+    help: 'Always 1; the labels say the release the process runs (CHANGELOG.md) and its Node.js version',
+    labelNames: ['version', 'nodejs'],
+    registers: [registry],
+  }).set({ version: RELEASE, nodejs: process.versions.node }, 1);
   // every reason exported from the start at 0, so rate() and the alerts see a series before the first refusal
   for (const reason of REJECTION_REASONS) httpRejections.inc({ reason }, 0);
   return {

@@ -3,7 +3,7 @@ import { trace, type Tracer } from '@opentelemetry/api';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 
 /**
  * The SDK, loaded only when tracing is on (start.ts imports this file on demand): a
@@ -13,9 +13,10 @@ import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
  * dropped, never buffered without bound), as are OTEL_RESOURCE_ATTRIBUTES and
  * OTEL_SERVICE_NAME, which win over the names given here.
  */
-export function startSdk(options: { endpoint: string; serviceName: string }): { tracer: Tracer; stop(): Promise<void> } {
+export function startSdk(options: { endpoint: string; serviceName: string; serviceVersion: string }): { tracer: Tracer; stop(): Promise<void> } {
   const resource = resourceFromAttributes({
     [ATTR_SERVICE_NAME]: options.serviceName,
+    [ATTR_SERVICE_VERSION]: options.serviceVersion,
     // semconv's incubating names (stable packages export only the stable ones)
     'service.namespace': 'tes',
     'service.instance.id': `${hostname()}-${process.pid}`,

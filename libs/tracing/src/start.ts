@@ -17,13 +17,17 @@ interface Part {
  * itself are flushed on SIGTERM. Off, the SDK is not even loaded: the API alone, and the
  * helpers in spans.ts return at their first check.
  */
-export async function withTracing<R extends { parts: Part[] }>(settings: TracingSettings, serviceName: string, start: () => Promise<R>): Promise<R> {
+export async function withTracing<R extends { parts: Part[] }>(
+  settings: TracingSettings,
+  service: { name: string; version: string },
+  start: () => Promise<R>,
+): Promise<R> {
   const endpoint = settings.otelExporterOtlpEndpoint;
   if (endpoint === null) return start();
   // required here, not imported at the top: a process with tracing off never loads the SDK
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { startSdk } = require('./sdk') as typeof import('./sdk');
-  const sdk = startSdk({ endpoint, serviceName });
+  const sdk = startSdk({ endpoint, serviceName: service.name, serviceVersion: service.version });
   setTracer(sdk.tracer);
   let running: R;
   try {

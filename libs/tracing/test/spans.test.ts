@@ -50,7 +50,7 @@ async function receiver(): Promise<{ url: string; spans: Received[]; close(): Pr
 
 describe('off (no OTEL_EXPORTER_OTLP_ENDPOINT)', () => {
   it('runs each wrapped function as it is: no span, no traceparent, no headers', async () => {
-    const running = await withTracing({ otelExporterOtlpEndpoint: null }, 'tes-test', async () => ({ parts: [] }));
+    const running = await withTracing({ otelExporterOtlpEndpoint: null }, { name: 'tes-test', version: '0.0.0' }, async () => ({ parts: [] }));
     expect(running.parts).toEqual([]);
     expect(tracingOn()).toBe(false);
     await expect(
@@ -87,7 +87,7 @@ const BUILT = `require(${JSON.stringify(path.join(__dirname, '..', 'dist'))})`;
 it('off, the SDK is not even loaded', async () => {
   const out = await runChild(`
     const t = ${BUILT};
-    t.withTracing({ otelExporterOtlpEndpoint: null }, 'tes-test', async () => ({ parts: [] })).then(() => {
+    t.withTracing({ otelExporterOtlpEndpoint: null }, { name: 'tes-test', version: '0.0.0' }, async () => ({ parts: [] })).then(() => {
       process.stdout.write(JSON.stringify(Object.keys(require.cache).filter((k) => k.includes('@opentelemetry/sdk-'))));
     });`);
   expect(JSON.parse(out)).toEqual([]);
@@ -101,7 +101,7 @@ describe('on', () => {
         `
         const t = ${BUILT};
         (async () => {
-          const running = await t.withTracing({ otelExporterOtlpEndpoint: process.env.ENDPOINT }, 'tes-test', async () => ({ parts: [] }));
+          const running = await t.withTracing({ otelExporterOtlpEndpoint: process.env.ENDPOINT }, { name: 'tes-test', version: '0.0.0' }, async () => ({ parts: [] }));
           const result = { on: t.tracingOn() };
           // a submit writes its traceparent into the row; later (the relay) the row is published
           let row = null;

@@ -1,5 +1,6 @@
 import cluster from 'node:cluster';
 import { loadConfig } from '@tes/config';
+import { RELEASE } from '@tes/core';
 import { runService } from '@tes/lifecycle';
 import { withTracing } from '@tes/tracing';
 import { startGatewayCluster } from './cluster';
@@ -10,13 +11,15 @@ const running = cluster.isWorker
     runService(
       'gateway',
       () => loadConfig(),
-      (config, logger) => withTracing(config, 'tes-gateway', () => startGateway(config, logger, { clusterWorker: true })),
+      (config, logger) => withTracing(config, { name: 'tes-gateway', version: RELEASE }, () => startGateway(config, logger, { clusterWorker: true })),
     )
   : runService(
       'gateway',
       () => loadConfig(),
       // the primary of a cluster serves no requests: its processes trace theirs
       (config, logger) =>
-        config.gatewayProcesses > 1 ? startGatewayCluster(config, logger) : withTracing(config, 'tes-gateway', () => startGateway(config, logger)),
+        config.gatewayProcesses > 1
+          ? startGatewayCluster(config, logger)
+          : withTracing(config, { name: 'tes-gateway', version: RELEASE }, () => startGateway(config, logger)),
     );
 void running.then((code) => process.exit(code));
