@@ -269,7 +269,7 @@ describe('the console', () => {
     // beside this console: the stream's first event is the real execution with the two fields
     // the contract defines added; a reconnect waits until the test lets the real stream through.
     const estimatedStartAt = new Date(Date.now() + 42_000).toISOString();
-    let release = () => {};
+    let release = (): void => undefined;
     const released = new Promise<void>((resolve) => (release = resolve));
     let sent = false;
     await page.route('**/tools/executions/*/events', async (route) => {
