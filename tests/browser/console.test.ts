@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import type { Browser, Page } from 'playwright-core';
 import { type SeededProject } from '@tes/testing';
-import { useStack } from '../stack';
+import { bearer, useStack } from '../stack';
 import { launchChromium, pageProblems, shoot, shootForReadme } from './browser';
 
 /**
@@ -259,6 +259,49 @@ describe('the console', () => {
     expect(overflow).toBeLessThanOrEqual(390);
     await shoot(page, '09-phone');
     await page.setViewportSize({ width: 1280, height: 900 });
+  });
+
+  it("shows a queued execution's place in line and estimated start, counting down, and nothing of it once it runs", async () => {
+    if ((await page.locator('.account').count()) === 0) await signIn(main.secret);
+    // A real queued execution: with the worker stopped, nothing takes it until the test starts one.
+    await stack.stopWorker();
+    // The place in line comes from the gateway's side of the fair-share order (issue 25), built
+    // beside this console: the stream's first event is the real execution with the two fields
+    // the contract defines added; a reconnect waits until the test lets the real stream through.
+    const estimatedStartAt = new Date(Date.now() + 42_000).toISOString();
+    let release = (): void => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let sent = false;
+    await page.route('**/tools/executions/*/events', async (route) => {
+      if (sent) {
+        await released;
+        return route.continue();
+      }
+      sent = true;
+      const id = new URL(route.request().url()).pathname.split('/')[3]!;
+      const real = (await (await fetch(`${stack.baseUrl}/tools/executions/${id}`, { headers: bearer(main.secret) })).json()) as { data: any };
+      const e = { ...real.data, progress: { ...real.data.progress, queuePosition: 3, estimatedStartAt } };
+      await route.fulfill({ status: 200, contentType: 'text/event-stream', body: `event: execution\nid: 1\ndata: ${JSON.stringify(e)}\n\n` });
+    });
+    try {
+      await chooseTool('test.sleep');
+      await page.locator('#in-seconds').fill('0.2');
+      await page.locator('#in-steps').fill('1');
+      await run();
+      const line = page.locator('.result-panel .execution[data-status="queued"] .queue-place');
+      await line.waitFor();
+      expect(await line.textContent()).toMatch(/^Position 3 in line · estimated start in about (4[0-2]) s$/);
+      expect(await line.locator('time').getAttribute('datetime')).toBe(estimatedStartAt);
+      const shown = await line.locator('time').textContent();
+      await page.waitForFunction((before) => (globalThis as any).document.querySelector('.queue-place time')?.textContent !== before, shown);
+      await shoot(page, '12-queued');
+    } finally {
+      release();
+      await stack.startWorker();
+    }
+    expect(await waitForEnd()).toBe('succeeded');
+    expect(await page.locator('.queue-place').count()).toBe(0);
+    await page.unroute('**/tools/executions/*/events');
   });
 });
 

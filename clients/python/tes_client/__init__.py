@@ -41,6 +41,7 @@ from .errors import (
 from .events import DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, ExecutionEvents
 from .idempotency import IDEMPOTENCY_KEY_PATTERN, is_valid_idempotency_key, new_idempotency_key
 from .media import UPLOAD_MIME_TYPES, detect_mime_type
+from .queue import QueuePlace, describe_queue_place, queue_place
 from .results import RunArtifact, RunResult, SubmitResult
 from .sse import SseEvent, SseParser
 from .types import (
@@ -103,6 +104,7 @@ __all__ = [
     "PriceVersionMismatchError",
     "Progress",
     "Project",
+    "QueuePlace",
     "Quote",
     "QuoteAboveMaximumError",
     "RUN_STRATEGIES",
@@ -129,11 +131,13 @@ __all__ = [
     "WAIT_SECONDS",
     "WebhookEvent",
     "WebhookVerificationError",
+    "describe_queue_place",
     "detect_mime_type",
     "error_from_response",
     "is_final",
     "is_valid_idempotency_key",
     "new_idempotency_key",
     "parse_retry_after",
+    "queue_place",
     "verify_webhook",
 ]

@@ -77,10 +77,21 @@ class Artifact(TypedDict):
     expiresAt: str
 
 
-class Progress(TypedDict):
+class _ProgressRequired(TypedDict):
     completedSteps: int
     totalSteps: int
     currentStep: Optional[str]
+
+
+class Progress(_ProgressRequired, total=False):
+    """``queuePosition`` and ``estimatedStartAt`` say where a ``queued`` execution stands in its
+    category's line: absent (or None) once it started, and always absent from a server older than
+    the fair-share order. ``queue_place()`` reads them."""
+
+    #: 1 is the next to start.
+    queuePosition: Optional[int]
+    #: RFC 3339 on the server's clock; None when the server has no recent start rate to estimate from.
+    estimatedStartAt: Optional[str]
 
 
 class Step(TypedDict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unittest
+from datetime import datetime, timedelta, timezone
 
 from tes_client import (
     ExecutionDisabledError,
@@ -23,6 +24,10 @@ from tes_client import (
     is_valid_idempotency_key,
     new_idempotency_key,
     parse_retry_after,
+    Progress,
+    QueuePlace,
+    describe_queue_place,
+    queue_place,
 )
 from tes_client.errors import mark_submit_error
 
@@ -156,6 +161,62 @@ class SmallPartsTest(unittest.TestCase):
         c = TesClient("tes_secret_value", "https://api.example.com/")
         self.assertEqual(c.base_url, "https://api.example.com")
         self.assertNotIn("tes_secret_value", repr(c) + repr(c.__dict__))
+
+
+NOW = datetime(2026, 11, 26, 15, 0, 0, tzinfo=timezone.utc)
+
+
+def queued(position: object, estimated_start_at: object = None) -> dict:  # type: ignore[type-arg]
+    """A queued execution as a server with the fair-share order sends it (only the keys read here)."""
+    progress = {"completedSteps": 0, "totalSteps": 2, "currentStep": None, "queuePosition": position, "estimatedStartAt": estimated_start_at}
+    return {"id": "exe_1", "status": "queued", "progress": progress}
+
+
+class QueuePlaceTest(unittest.TestCase):
+    """progress.queuePosition and progress.estimatedStartAt, read and put in words as the TypeScript SDK does."""
+
+    def test_reads_the_place_of_a_queued_execution(self) -> None:
+        self.assertEqual(
+            queue_place(queued(3, "2026-11-26T15:00:12Z")),
+            QueuePlace(3, datetime(2026, 11, 26, 15, 0, 12, tzinfo=timezone.utc)),
+        )
+        # the forms RFC 3339 allows, which Python 3.9's fromisoformat() does not all take
+        for text in ("2026-11-26T15:00:12.5Z", "2026-11-26T15:00:12.500000001Z", "2026-11-26T16:00:12.5+01:00", "2026-11-26t15:00:12.5z"):
+            place = queue_place(queued(2, text))
+            assert place is not None and place.estimated_start_at is not None, text
+            self.assertEqual(place.estimated_start_at, datetime(2026, 11, 26, 15, 0, 12, 500000, tzinfo=timezone.utc), text)
+        self.assertEqual(queue_place(queued(1)), QueuePlace(1, None))
+
+    def test_none_from_an_older_server_once_started_and_for_values_the_contract_does_not_allow(self) -> None:
+        older = {"id": "exe_1", "status": "queued", "progress": {"completedSteps": 0, "totalSteps": 2, "currentStep": None}}
+        self.assertIsNone(queue_place(older))
+        for status in ("running", "waiting", "succeeded", "cancelled"):
+            self.assertIsNone(queue_place({**queued(2, "2026-11-26T15:00:12Z"), "status": status}))
+        for bad in (None, 0, -1, 1.5, "3", True):
+            self.assertIsNone(queue_place(queued(bad)), bad)
+        # a time that does not parse is no estimate; the position still stands
+        for text in ("soon", "2026-02-30T15:00:00Z", "2026-11-26 15:00", 1764169212):
+            self.assertEqual(queue_place(queued(2, text)), QueuePlace(2, None), text)
+
+    def test_words_as_the_cli_shows_them(self) -> None:
+        def words(position: int, in_seconds: "float | None" = None) -> str:
+            at = None if in_seconds is None else NOW + timedelta(seconds=in_seconds)
+            return describe_queue_place(QueuePlace(position, at), now=NOW)
+
+        self.assertEqual(words(3, 12.4), "position 3 in line, est. start in ~12 s")
+        self.assertEqual(words(1), "next in line")
+        self.assertEqual(words(40), "position 40 in line")
+        self.assertEqual(words(7, 89), "position 7 in line, est. start in ~89 s")
+        self.assertEqual(words(7, 95), "position 7 in line, est. start in ~2 min")
+        self.assertEqual(words(900, 3 * 3600), "position 900 in line, est. start in ~3 h")
+        self.assertEqual(words(1, 0.2), "next in line, est. start any moment")
+        self.assertEqual(words(2, -30), "position 2 in line, est. start any moment")
+        soon = queue_place(queued(3, (datetime.now(timezone.utc) + timedelta(seconds=12.3)).isoformat()))
+        self.assertEqual(str(soon), "position 3 in line, est. start in ~12 s")
+
+    def test_the_fields_are_optional_keys_of_progress(self) -> None:
+        self.assertEqual(Progress.__required_keys__, frozenset({"completedSteps", "totalSteps", "currentStep"}))
+        self.assertEqual(Progress.__optional_keys__, frozenset({"queuePosition", "estimatedStartAt"}))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ export { DEFAULT_RETRY } from './http';
 export type { FetchLike, RetryOptions } from './http';
 export * from './errors';
 export * from './types';
+export { queuePlace, describeQueuePlace } from './queue';
+export type { QueuePlace } from './queue';
 export type * from './tool-types';
 export { newIdempotencyKey, isValidIdempotencyKey, IDEMPOTENCY_KEY_PATTERN } from './idempotency';
 export { detectMimeType, UPLOAD_MIME_TYPES } from './media';

@@ -11,11 +11,32 @@ export type Catalog = Schemas['Catalog'];
 export type Tool = Schemas['Tool'];
 export type Quote = Schemas['Quote'];
 export type SubmitRequest = Schemas['SubmitRequest'];
-export type Execution = Schemas['Execution'];
 export type ExecutionStatus = Schemas['ExecutionStatus'];
-export type ExecutionList = Schemas['ExecutionList'];
 export type Artifact = Schemas['Artifact'];
-export type Progress = Schemas['Progress'];
+
+/**
+ * Where a `queued` execution stands in its category's line (the fair-share order): both
+ * absent or null once it is not queued, and always absent from a server older than that order.
+ * `queuePosition` is 1 for the next to start; `estimatedStartAt` (RFC 3339, the server's clock)
+ * is given only when the server has a recent start rate to base it on. queuePlace() reads them.
+ *
+ * Declared here as well as in the generated schema.ts: the API document gains them in the
+ * same release (the gateway's side), and a declaration in both places is the same type, so
+ * this one can be removed once openapi.json has them. Optional either way: an older server.
+ */
+export interface QueueProgress {
+  queuePosition?: number | null;
+  estimatedStartAt?: string | null;
+}
+export type Progress = Schemas['Progress'] & QueueProgress;
+type GeneratedExecution = Schemas['Execution'];
+export interface Execution extends GeneratedExecution {
+  progress: Progress;
+}
+type GeneratedExecutionList = Schemas['ExecutionList'];
+export interface ExecutionList extends GeneratedExecutionList {
+  data: Execution[];
+}
 export type Step = Schemas['Step'];
 export type UploadedFile = Schemas['UploadedFile'];
 export type Download = Schemas['Download'];

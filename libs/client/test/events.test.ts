@@ -1,5 +1,5 @@
 import { NotFoundError, PermissionDeniedError, StreamUnavailableError, TesNetworkError, type Execution } from '../src';
-import { ID, apiError, event, execution, fakeApi, json, sse } from './fake-api';
+import { ID, apiError, event, execution, fakeApi, json, queued, sse } from './fake-api';
 
 /**
  * client.events(): reconnects and their bounds, against a scripted fetch (fake-api.ts). The
@@ -14,6 +14,15 @@ async function collect(iterable: AsyncIterable<Execution>): Promise<string[]> {
 }
 
 describe('client.events', () => {
+  it('yields every event, also one with the id of the last: a queued execution moving up keeps its version', async () => {
+    const { client } = fakeApi((_req, signal) =>
+      sse(signal, [event(4, queued(3, '2026-11-26T15:00:40.000Z')), event(4, queued(2, '2026-11-26T15:00:38.000Z')), event(5, execution('succeeded', 2))]),
+    );
+    const seen: string[] = [];
+    for await (const e of client.events(ID)) seen.push(`${e.status} ${e.progress.queuePosition ?? '-'} ${e.progress.estimatedStartAt ?? '-'}`);
+    expect(seen).toEqual(['queued 3 2026-11-26T15:00:40.000Z', 'queued 2 2026-11-26T15:00:38.000Z', 'succeeded - -']);
+  });
+
   it('resumes with Last-Event-ID after a dropped connection, and ends after the terminal event without waiting for the close', async () => {
     let opens = 0;
     const { client, sent } = fakeApi((req, signal) => {

@@ -48,6 +48,15 @@ export function execution(status: Execution['status'], completedSteps = 0, total
   } as unknown as Execution;
 }
 
+/**
+ * A queued execution with its place in line, as a server with the fair-share order reports it
+ * (`estimatedStartAt` null: the server has no recent start rate to estimate from).
+ */
+export function queued(queuePosition: number, estimatedStartAt: string | null = null): Execution {
+  const e = execution('queued');
+  return { ...e, progress: { ...e.progress, queuePosition, estimatedStartAt } };
+}
+
 export function json(status: number, body: unknown, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify(body), { status, headers: { 'Content-Type': 'application/json', ...headers } });
 }

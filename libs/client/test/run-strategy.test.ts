@@ -1,5 +1,5 @@
 import { NotFoundError, StreamUnavailableError, TesAbortError, type Execution, type RunOptions } from '../src';
-import { ID, apiError, event, execution, fakeApi, json, runRoutes, sse, untyped, type Handler, type Sent } from './fake-api';
+import { ID, apiError, event, execution, fakeApi, json, queued, runRoutes, sse, untyped, type Handler, type Sent } from './fake-api';
 
 /**
  * How run() follows an execution (strategy 'auto' | 'stream' | 'wait' | 'poll') and how 'auto'
@@ -167,5 +167,30 @@ describe('run(): the other strategies', () => {
     expect(result).toBeInstanceOf(TesAbortError);
     expect(result).toMatchObject({ executionId: ID });
     expect(stream?.aborted).toBe(true);
+  });
+});
+
+describe('run(): the place in line', () => {
+  const place = (e: Execution) => `${e.status} ${e.progress.queuePosition ?? '-'} ${e.progress.estimatedStartAt ?? '-'}`;
+
+  it('every strategy hands onProgress the place in line while queued, and follows to the end when a server sends none', async () => {
+    const start = '2026-11-26T15:00:12.000Z';
+    const updates = [queued(3, start), queued(1, null), execution('running', 1), execution('succeeded', 2)];
+    for (const strategy of ['stream', 'wait', 'poll'] as const) {
+      let gets = 0;
+      const seen: string[] = [];
+      const { result } = await run(
+        (req, signal) =>
+          req.path === EVENTS
+            ? sse(
+                signal,
+                updates.map((e, i) => event(i + 1, e)),
+              )
+            : json(200, { data: updates[Math.min(gets++, updates.length - 1)] }),
+        { strategy, onProgress: (e) => seen.push(place(e)) },
+      );
+      expect(result).toMatchObject({ execution: { status: 'succeeded' } });
+      expect(seen).toEqual(['queued - -', `queued 3 ${start}`, 'queued 1 -', 'running - -', 'succeeded - -']);
+    }
   });
 });

@@ -1,9 +1,10 @@
-import type { components } from '@tes/client';
+import type { components, Execution as ClientExecution, ExecutionList } from '@tes/client';
 
 type Schemas = components['schemas'];
 export type Tool = Schemas['Tool'];
 export type Quote = Schemas['Quote'];
-export type Execution = Schemas['Execution'];
+/** The SDK's: the generated schema plus the place in line of a queued execution (progress.queuePosition). */
+export type Execution = ClientExecution;
 export type Artifact = Schemas['Artifact'];
 export type UploadedFile = Schemas['UploadedFile'];
 export type Download = Schemas['Download'];
@@ -12,7 +13,7 @@ export type Usage = Schemas['Usage'];
 export type ExecutionStatus = Execution['status'];
 
 export type Catalog = Schemas['Catalog'];
-export type ExecutionPage = Schemas['ExecutionList'];
+export type ExecutionPage = ExecutionList;
 
 /** The `error` of an envelope; a network failure or a non-JSON answer gets one of its own. */
 export interface ErrorBody {

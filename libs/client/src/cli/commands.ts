@@ -6,6 +6,7 @@ import type { TesClient } from '../client';
 import { TesError } from '../errors';
 import { RUN_STRATEGIES, type RunStrategy } from '../follow';
 import { isValidIdempotencyKey } from '../idempotency';
+import { describeQueuePlace, queuePlace } from '../queue';
 import type { RunArtifact } from '../run';
 import type { Artifact, Execution, ExecutionStatus, Quote, UploadedFile } from '../types';
 import { FINAL_STATUSES } from '../types';
@@ -189,8 +190,11 @@ function savedLines(files: SavedFile[]): string {
 }
 
 function describeExecution(e: Execution): string {
+  const place = queuePlace(e);
   const lines = [
     `${e.id}  ${e.tool} (${e.model})  ${e.status}${e.cancelRequested && e.status !== 'cancelled' ? ' (cancel requested)' : ''}`,
+    // Only while queued, and only from a server that reports it; the estimate as sent, too.
+    ...(place ? [`  ${describeQueuePlace(place)}${place.estimatedStartAt ? ` (${e.progress.estimatedStartAt})` : ''}`] : []),
     `  steps ${e.progress.completedSteps}/${e.progress.totalSteps}, reserved ${usd(e.reservedMicros)}, charged ${usd(e.chargedMicros)}`,
     `  created ${e.createdAt}${e.finishedAt ? `, finished ${e.finishedAt}` : ''}`,
   ];

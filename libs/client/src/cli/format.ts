@@ -1,3 +1,4 @@
+import { describeQueuePlace, queuePlace, type QueuePlace } from '../queue';
 import { isFinal, type Execution } from '../types';
 
 export interface Output {
@@ -65,22 +66,28 @@ function bar(e: Execution, width: number): string {
   return `${'█'.repeat(filled)}${'░'.repeat(width - filled)}`;
 }
 
-/** The words of one update: status (and a pending cancel), steps done, the running step. */
-function describeProgress(e: Execution): { status: string; steps: string; step: string } {
+/**
+ * The words of one update: status (and a pending cancel), steps done, and what is happening
+ * now: the running step, or while queued the place in line (when the server reports one).
+ */
+function describeProgress(e: Execution, now: number): { status: string; steps: string; detail: string; place: QueuePlace | undefined } {
   const { completedSteps, totalSteps, currentStep } = e.progress;
   const status = e.cancelRequested && e.status !== 'cancelled' ? `${e.status}, cancel requested` : e.status;
-  return { status, steps: `${completedSteps}/${totalSteps} steps`, step: currentStep ?? '' };
+  const place = queuePlace(e);
+  return { status, steps: `${completedSteps}/${totalSteps} steps`, detail: place ? describeQueuePlace(place, now) : (currentStep ?? ''), place };
 }
 
 /**
  * Progress of an execution on stderr, never stdout. On a terminal: one line redrawn in place
  * (spinner, status, a bar of completed steps, the running step, the time since start), cut to
  * the terminal's width, because a line that wraps cannot be redrawn with \r. Otherwise one
- * plain line per change, so logs of non-interactive runs stay readable and greppable.
+ * plain line per change, so logs of non-interactive runs stay readable and greppable. While
+ * queued, the place in line stands where the running step will (no bar yet: it would be empty).
  */
 export class ProgressView {
   private latest: Execution | undefined;
-  private lastLine = '';
+  /** What the server said in the last plain line (not the words that count down), so a line is written per change. */
+  private lastSaid = '';
   private frame = 0;
   private ticker: ReturnType<typeof setInterval> | undefined;
   private readonly startedAt: number;
@@ -95,10 +102,13 @@ export class ProgressView {
   update(e: Execution): void {
     this.latest = e;
     if (!this.out.isTTY) {
-      const d = describeProgress(e);
-      const line = `${e.id}  ${d.status.padEnd(9)}  ${d.steps}${d.step ? `  ${d.step}` : ''}`;
-      if (line !== this.lastLine) this.out.write(`${line}  +${elapsed(this.now() - this.startedAt)}\n`);
-      this.lastLine = line;
+      const now = this.now();
+      const d = describeProgress(e, now);
+      // The estimate's words count down with the clock; a change is a change of what the server said.
+      const said = JSON.stringify([d.status, d.steps, e.progress.currentStep, d.place?.position, d.place?.estimatedStartAt?.getTime()]);
+      if (said !== this.lastSaid)
+        this.out.write(`${e.id}  ${d.status.padEnd(9)}  ${d.steps}${d.detail ? `  ${d.detail}` : ''}  +${elapsed(now - this.startedAt)}\n`);
+      this.lastSaid = said;
       return;
     }
     // The spinner and the clock move between updates too: a long step still looks alive.
@@ -118,7 +128,7 @@ export class ProgressView {
   private draw(final = false): void {
     const e = this.latest;
     if (!e) return;
-    const d = describeProgress(e);
+    const d = describeProgress(e, this.now());
     // done() before a final status: the caller stopped waiting (Ctrl-C), which is no failure.
     const mark = !final ? (SPINNER[this.frame++ % SPINNER.length] ?? '') : e.status === 'succeeded' ? '✔' : isFinal(e.status) ? '✘' : '·';
     // No id here: it takes a third of the line, and the summary printed next names it.
@@ -126,11 +136,13 @@ export class ProgressView {
     const time = elapsed(this.now() - this.startedAt).padEnd(5);
     // A narrow terminal shrinks the bar, then drops it; the step's name, last, is what gets
     // cut. The bar's width ignores that name, so it does not jump when a step starts or ends.
+    // While queued there is no bar: it would be empty, and its room lets the place in line
+    // ("position 3 in line, est. start in ~12 s") fit on an 80-column terminal uncut.
     // Every character here is one UTF-16 unit and one column wide (step names are ASCII), so
     // lengths are widths.
     const width = Math.max(20, (this.out.columns ?? 80) - 1);
-    const barWidth = Math.min(BAR_WIDTH, width - head.length - d.steps.length - time.length - 6);
-    const text = `${head}  ${barWidth >= 6 ? `${bar(e, barWidth)}  ` : ''}${d.steps}  ${time}${d.step ? `  ${d.step}` : ''}`.trimEnd();
+    const barWidth = d.place ? 0 : Math.min(BAR_WIDTH, width - head.length - d.steps.length - time.length - 6);
+    const text = `${head}  ${barWidth >= 6 ? `${bar(e, barWidth)}  ` : ''}${d.steps}  ${time}${d.detail ? `  ${d.detail}` : ''}`.trimEnd();
     this.out.write(`\r\x1b[2K${text.slice(0, width)}`);
   }
 }

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import { TERMINAL, type Api, type Artifact, type Download, type Execution } from '../api';
-import { bytes, duration, usd, when } from '../format';
+import { bytes, duration, placeInLine, queuePlace, startsIn, usd, when, type QueuePlace } from '../format';
 import { followExecution } from '../follow';
 import { ErrorBox } from './error-box';
 
@@ -43,6 +43,7 @@ export function ExecutionView(props: { api: Api; id: string; initial?: Execution
   if (!exe) return error ? <ErrorBox error={error} /> : <p class="status-line">Loading {props.id}…</p>;
   const ended = TERMINAL.includes(exe.status);
   const { completedSteps, totalSteps, currentStep } = exe.progress;
+  const place = queuePlace(exe);
   return (
     <section class="execution" aria-labelledby={`h-${exe.id}`} data-status={exe.status}>
       <header class="execution-head">
@@ -74,6 +75,7 @@ export function ExecutionView(props: { api: Api; id: string; initial?: Execution
         </div>
       </dl>
 
+      {place && <QueueLine place={place} />}
       {!ended && (
         <div class="progress" role="group" aria-label="Progress">
           <progress max={Math.max(1, totalSteps)} value={completedSteps} aria-label={`${completedSteps} of ${totalSteps} steps done`} />
@@ -143,6 +145,33 @@ export function ExecutionView(props: { api: Api; id: string; initial?: Execution
       {cancelError !== null && <ErrorBox error={cancelError} title="Cancel" />}
       {error !== null && <ErrorBox error={error} title="Following the execution" />}
     </section>
+  );
+}
+
+/**
+ * A queued execution's place in line and, when the server gives one, its estimated start,
+ * counting down each second between the stream's updates (a new position comes as an update).
+ * Mounted only while queued with a place, so nothing ticks once it started.
+ */
+function QueueLine(props: { place: QueuePlace }) {
+  const [now, setNow] = useState(Date.now);
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(timer);
+  }, []);
+  const { position, estimatedStartAt } = props.place;
+  return (
+    <p class="queue-place" data-position={position}>
+      <strong>{placeInLine(props.place)}</strong>
+      {estimatedStartAt && (
+        <>
+          {' · estimated start '}
+          <time dateTime={estimatedStartAt.toISOString()} title={when(estimatedStartAt.toISOString())}>
+            {startsIn(estimatedStartAt, now)}
+          </time>
+        </>
+      )}
+    </p>
   );
 }
 
