@@ -4,8 +4,8 @@ import { UploadSlots } from '../src/upload-slots';
 
 /** The slot bookkeeping of uploads, driven with response-like emitters. */
 let projects = 0;
-function fakeResponse(projectId = `prj_${(projects += 1)}`): Response & EventEmitter {
-  return Object.assign(new EventEmitter(), { locals: { auth: { projectId } } }) as unknown as Response & EventEmitter;
+function fakeResponse(projectId = `prj_${(projects += 1)}`, organizationId = `org_of_${projectId}`): Response & EventEmitter {
+  return Object.assign(new EventEmitter(), { locals: { auth: { projectId, organizationId } } }) as unknown as Response & EventEmitter;
 }
 
 function take(slots: UploadSlots, res: Response): void {
