@@ -102,7 +102,7 @@ function cuttable(res: Response & EventEmitter): Response & EventEmitter & { sta
   const r = res as Response & EventEmitter & { statusCode?: number; sent?: unknown; headersSent: boolean };
   r.headersSent = false;
   r.status = ((code: number) => ((r.statusCode = code), r)) as Response['status'];
-  r.set = (() => r) as unknown as Response['set'];
+  r.set = (() => r) as Response['set'];
   r.json = ((body: unknown) => ((r.sent = body), (r.headersSent = true), r)) as Response['json'];
   return r;
 }

@@ -46,7 +46,7 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }:
       const first = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
       if (!first) throw new AppError('execution_not_found');
       const resumeFrom = lastEventId(req.get('last-event-id'));
-      let end = () => undefined as void;
+      let end: () => void = () => undefined;
       const place = held.take(auth, () => end());
       if (isRefusal(place)) {
         res.set('Retry-After', String(HELD_RETRY_AFTER_SECONDS));
