@@ -117,4 +117,9 @@ it("a flood of streams and waits from one project with many keys gets 429 + Retr
   const full = await waitGet(late.secrets[0]!, late.executionId, 30);
   expect([full.res.status, full.res.headers['preference-applied']]).toEqual([200, undefined]);
   expect(full.ms).toBeLessThan(2_000);
+  // operators see the shares at work: 16 + 1 + 2 streams refused, 6 + 1 waits answered at once, 2 preempted
+  const metrics = await (await fetch(`http://127.0.0.1:${stack.gatewayMetricsPort}/metrics`)).text();
+  const series = (resource: string, outcome: string) =>
+    Number(new RegExp(`^tes_fair_share_total\\{resource="${resource}",outcome="${outcome}",service="gateway"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+  expect([series('stream', 'refused'), series('wait', 'refused'), series('stream', 'preempted'), series('wait', 'preempted')]).toEqual([19, 7, 2, 0]);
 });

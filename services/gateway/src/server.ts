@@ -86,7 +86,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   const changes = new ChangeHub({ db, databaseUrl: config.databaseUrl, logger });
   started.add('push', () => changes.stop());
   await changes.start();
-  const held = new HeldConnections(config.heldConnections);
+  const held = new HeldConnections(config.heldConnections, (resource, outcome) => metrics.fairShare.inc({ resource, outcome }));
   const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, changes, held });
   // Every answer carries the envelope, also those Node would write itself: requests its
   // parser refuses, an unmet Expect, and (requireHostHeader: false, app.ts answers instead)

@@ -12,6 +12,8 @@ interface SlotOptions {
    * upload in flight (Infinity: always).
    */
   turnMs?: number;
+  /** Told of each refusal and each upload cut for a waiting project (the gateway counts them: tes_fair_share_total). */
+  observe?: (outcome: 'refused' | 'preempted') => void;
 }
 
 interface Slot {
@@ -111,6 +113,7 @@ export class UploadSlots {
   }
 
   private refuse(res: Response, reason: string): never {
+    this.slowBody.observe?.('refused');
     // the clients' load, not a failure: logged at warn
     markRefusal(res);
     throw new AppError('service_unavailable', 'service_unavailable', { retryable: true, details: { reason: `${reason}; retry shortly` } });
@@ -167,6 +170,7 @@ export class UploadSlots {
   /** Cuts an upload whose turn is over: its slot is free at once, its client told to retry. */
   private preempt(slot: Slot, now: number): void {
     slot.release();
+    this.slowBody.observe?.('preempted');
     markRefusal(slot.res);
     markError(slot.res, 'service_unavailable');
     const heldSeconds = Math.round((now - slot.since) / 1000);

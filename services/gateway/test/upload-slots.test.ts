@@ -74,7 +74,8 @@ it('the projects of one organization together hold at most half the slots', () =
 });
 
 it('a project with no upload in flight takes the slot of the longest-held upload still reading its body once its turn is over; a processed upload is never cut', async () => {
-  const slots = new UploadSlots(2, { minBytesPerSecond: 0, graceMs: 0, turnMs: 100 });
+  const seen: string[] = [];
+  const slots = new UploadSlots(2, { minBytesPerSecond: 0, graceMs: 0, turnMs: 100, observe: (outcome) => seen.push(outcome) });
   const reading = cuttable(fakeResponse('prj_a'));
   take(slots, reading);
   const processed = cuttable(fakeResponse('prj_b'));
@@ -95,6 +96,7 @@ it('a project with no upload in flight takes the slot of the longest-held upload
   finish();
   await work;
   expect(slots.busy).toBe(1);
+  expect(seen).toEqual(['refused', 'preempted', 'preempted', 'refused']);
 });
 
 /** A response the slots can answer (a cut upload gets its envelope). */

@@ -47,7 +47,7 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }:
       if (!first) throw new AppError('execution_not_found');
       const resumeFrom = lastEventId(req.get('last-event-id'));
       let end: () => void = () => undefined;
-      const place = held.take(auth, () => end());
+      const place = held.take(auth, 'stream', () => end());
       if (isRefusal(place)) {
         res.set('Retry-After', String(HELD_RETRY_AFTER_SECONDS));
         throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {

@@ -15,8 +15,12 @@ export interface HeldRefusal {
   limit: number;
 }
 
+/** What holds the place: an event stream or a `Prefer: wait` request. */
+export type HeldKind = 'stream' | 'wait';
+
 interface Place {
   holder: Holder;
+  kind: HeldKind;
   /** Ends the connection early (a stream ends, a wait is answered with the state as it is). */
   preempt: () => void;
   released: boolean;
@@ -46,7 +50,11 @@ export class HeldConnections {
   private readonly byOrganization = new Map<string, number>();
   private count = 0;
 
-  constructor(readonly shares: { perProcess: number; perOrganization: number; perProject: number }) {}
+  constructor(
+    readonly shares: { perProcess: number; perOrganization: number; perProject: number },
+    /** Told of each refusal and preemption (the gateway counts them: tes_fair_share_total). */
+    private readonly observe: (kind: HeldKind, outcome: 'refused' | 'preempted') => void = () => undefined,
+  ) {}
 
   get held(): number {
     return this.count;
@@ -62,24 +70,34 @@ export class HeldConnections {
    * called (at most once, and the place is already given back then) when a project holding
    * less needs the place; it must end the connection without waiting.
    */
-  take(holder: Holder, preempt: () => void): HeldPlace | HeldRefusal {
-    const { perProcess, perOrganization, perProject } = this.shares;
-    const mine = this.heldBy(holder.projectId);
-    if (mine >= perProject) return { share: 'project', limit: perProject };
-    if ((this.byOrganization.get(holder.organizationId) ?? 0) >= perOrganization) return { share: 'organization', limit: perOrganization };
-    if (this.count >= perProcess) {
-      const victim = this.oldestOfLargest(mine);
-      if (!victim) return { share: 'process', limit: perProcess };
-      this.give(victim);
-      victim.preempt();
+  take(holder: Holder, kind: HeldKind, preempt: () => void): HeldPlace | HeldRefusal {
+    const refusal = this.refusal(holder);
+    if (refusal) {
+      this.observe(kind, 'refused');
+      return refusal;
     }
-    const place: Place = { holder, preempt, released: false };
+    const place: Place = { holder, kind, preempt, released: false };
     let places = this.byProject.get(holder.projectId);
     if (!places) this.byProject.set(holder.projectId, (places = new Set()));
     places.add(place);
     this.byOrganization.set(holder.organizationId, (this.byOrganization.get(holder.organizationId) ?? 0) + 1);
     this.count += 1;
     return { release: () => this.give(place) };
+  }
+
+  /** Which share `holder` is beyond; none when it may hold one more (after a preemption if the process is full). */
+  private refusal(holder: Holder): HeldRefusal | undefined {
+    const { perProcess, perOrganization, perProject } = this.shares;
+    const mine = this.heldBy(holder.projectId);
+    if (mine >= perProject) return { share: 'project', limit: perProject };
+    if ((this.byOrganization.get(holder.organizationId) ?? 0) >= perOrganization) return { share: 'organization', limit: perOrganization };
+    if (this.count < perProcess) return undefined;
+    const victim = this.oldestOfLargest(mine);
+    if (!victim) return { share: 'process', limit: perProcess };
+    this.give(victim);
+    this.observe(victim.kind, 'preempted');
+    victim.preempt();
+    return undefined;
   }
 
   /**

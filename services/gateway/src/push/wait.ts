@@ -53,7 +53,7 @@ export async function waitForEnd(
 ): Promise<{ view: ExecutionView; applied: boolean }> {
   if (isTerminal(view.execution.status)) return { view, applied: true };
   const gone = new AbortController();
-  const place = caller.held.take(caller, () => gone.abort());
+  const place = caller.held.take(caller, 'wait', () => gone.abort());
   if (isRefusal(place)) return { view, applied: false };
   const onClose = () => gone.abort();
   let lost: KeyLoss | undefined;

@@ -31,6 +31,7 @@ export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
     minBytesPerSecond: deps.config.uploadMinBytesPerSecond,
     graceMs: 2_000,
     turnMs: deps.config.uploadSlotTurnMs,
+    observe: (outcome) => deps.metrics.fairShare.inc({ resource: 'upload', outcome }),
   });
   return {
     method: 'post',
