@@ -97,7 +97,7 @@ export interface paths {
         put?: never;
         /**
          * Store a JPEG, PNG, WAV, MP3 or MP4 file privately in the project
-         * @description Decoded size at most 12 MiB; only this route accepts a body that large. Identical content in the same project returns the same id and the same expiresAt (200 in both cases). Kept 30 days.
+         * @description Decoded size at most 12 MiB; only this route accepts a body that large. Identical content in the same project returns the same id and the same expiresAt (200 in both cases). Kept 30 days. Each gateway process reads `UPLOAD_CONCURRENCY` uploads at once (default 2): one project, and the projects of one organization together, hold at most half of them (at least one), and more get `503 service_unavailable` with `Retry-After` before the body is read. A project with no upload in flight that finds every slot taken gets one as soon as the longest-held upload still receiving its body has had its turn (`UPLOAD_SLOT_TURN_MS`, default 60 s): that upload is cut with `503 service_unavailable`, `Retry-After` and its connection closed. A body slower than `UPLOAD_MIN_BYTES_PER_SECOND` is cut with `400 invalid_request`.
          *
          *     Requires scope `tools:execute`.
          */
@@ -181,7 +181,7 @@ export interface paths {
         };
         /**
          * Follow an execution's changes as Server-Sent Events
-         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). A stream lives no longer than its key: if the key is revoked or expires while the stream is open, the stream ends with one `event: error` whose `data:` is the error envelope a new request would get (`platform_api_key_revoked`, `platform_api_key_expired`), and a reconnect is refused with 401. The stream counts once toward the rate limit.
+         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). A stream lives no longer than its key: if the key is revoked or expires while the stream is open, the stream ends with one `event: error` whose `data:` is the error envelope a new request would get (`platform_api_key_revoked`, `platform_api_key_expired`), and a reconnect is refused with 401. The stream counts once toward the rate limit. Open streams and `Prefer: wait` requests are held connections, shared per gateway replica: a project may hold at most `HELD_CONNECTIONS_PER_PROJECT` (default 200), the projects of one organization together `HELD_CONNECTIONS_PER_ORGANIZATION` (400), and a replica `HELD_CONNECTIONS_PER_PROCESS` (2000). A stream beyond its project's or organization's share is refused `429 rate_limit_exceeded` with `Retry-After: 5` and `details.share`. In a full replica a project holding fewer than the largest holder less one still gets its stream: the largest holder's oldest stream or wait is ended early (a stream just ends, as at a gateway's shutdown, and resumes with `Last-Event-ID`; a wait is answered with the current state), so every project holding connections converges to an equal share of the replica; only when no holder holds two more than the caller is the stream refused (`details.share: process`).
          *
          *     ```
          *     curl -N -H "Authorization: Bearer $TES_API_KEY" $TES_URL/tools/executions/exe_…/events
@@ -1095,7 +1095,7 @@ export interface components {
                 "application/json": components["schemas"]["QuoteInvalidError"];
             };
         };
-        /** @description More than the allowed requests in the current one-minute window of this key (RateLimit-* headers present), or a failed authentication from an address that failed too often this minute (without RateLimit-* headers; a valid key is never refused for its address's failures). */
+        /** @description More than the allowed requests in the current one-minute window of this key (RateLimit-* headers present), or a failed authentication from an address that failed too often this minute (without RateLimit-* headers; a valid key is never refused for its address's failures). Also: an event stream beyond the held connections its project, its organization or the gateway process may have open (`details.share`: `project`, `organization` or `process`, `details.limit`), with `Retry-After`; see `GET /tools/executions/{id}/events`. */
         RateLimited: {
             headers: {
                 "Cache-Control": components["headers"]["CacheControl"];
@@ -1204,6 +1204,8 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimitRemainingIfAuthenticated"];
                 "RateLimit-Reset": components["headers"]["RateLimitResetIfAuthenticated"];
                 "RateLimit-Policy": components["headers"]["RateLimitPolicyIfAuthenticated"];
+                /** @description Seconds to wait before the next attempt: 2, or, for an upload refused because every upload slot of the gateway process is taken, when the longest-held upload still receiving its body reaches the end of its turn (`UPLOAD_SLOT_TURN_MS`). */
+                "Retry-After"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -1383,7 +1385,7 @@ export interface components {
         /** @description Only executions of this tool. */
         ToolFilter: components["schemas"]["ToolName"];
         /**
-         * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). Other preferences are ignored.
+         * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). A wait is a held connection, shared like event streams (see `GET /tools/executions/{id}/events`): beyond its project's or organization's share, or in a full gateway replica, the preference is not honoured and the request is answered at once, as without the header (no `Preference-Applied`; never a 429, so a submit's accepted execution is always returned), and a wait ended early to give its place to a project holding fewer is answered at once with the current state. Other preferences are ignored.
          * @example wait=30
          */
         PreferWait: string;
@@ -1416,7 +1418,7 @@ export interface components {
         RateLimitPolicyIfAuthenticated: string;
         /** @description Seconds to wait before the next attempt (5 on an accepted execution). */
         RetryAfter: number;
-        /** @description Seconds until the rate window resets; present for rate_limit_exceeded only. The money 429s (insufficient_balance, monthly_cap_exceeded) carry none and details.retryable: false. */
+        /** @description Seconds until the rate window resets, or (an event stream beyond its share of held connections) until it is worth trying again; present for rate_limit_exceeded only. The money 429s (insufficient_balance, monthly_cap_exceeded) carry none and details.retryable: false. */
         RetryAfterIfRateLimited: number;
         /** @description Path of the execution: /tools/executions/{id}. */
         Location: string;
@@ -1649,7 +1651,7 @@ export interface operations {
                 /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
                 "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
                 /**
-                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). Other preferences are ignored.
+                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). A wait is a held connection, shared like event streams (see `GET /tools/executions/{id}/events`): beyond its project's or organization's share, or in a full gateway replica, the preference is not honoured and the request is answered at once, as without the header (no `Preference-Applied`; never a 429, so a submit's accepted execution is always returned), and a wait ended early to give its place to a project holding fewer is answered at once with the current state. Other preferences are ignored.
                  * @example wait=30
                  */
                 Prefer?: components["parameters"]["PreferWait"];
@@ -1764,7 +1766,7 @@ export interface operations {
                 /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
                 "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
                 /**
-                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). Other preferences are ignored.
+                 * @description `wait=N` (RFC 7240): answer as soon as the execution has ended, or after N seconds (1–60; larger values count as 60), whichever is first. An execution that ended within the wait is answered `200` with `Preference-Applied: wait=N`; otherwise the answer is the usual one, with the state at the end of the wait. The request counts once toward the rate limit and holds no server resources but its connection while it waits; a gateway that shuts down answers it at once with the current state, and a key revoked or expired meanwhile is answered at once with its 401 (`platform_api_key_revoked`, `platform_api_key_expired`). A wait is a held connection, shared like event streams (see `GET /tools/executions/{id}/events`): beyond its project's or organization's share, or in a full gateway replica, the preference is not honoured and the request is answered at once, as without the header (no `Preference-Applied`; never a 429, so a submit's accepted execution is always returned), and a wait ended early to give its place to a project holding fewer is answered at once with the current state. Other preferences are ignored.
                  * @example wait=30
                  */
                 Prefer?: components["parameters"]["PreferWait"];

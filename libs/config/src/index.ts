@@ -39,6 +39,23 @@ export interface Config {
   /** An upload body slower than this (after 2 s) is cut, so trickled bodies cannot hold the slots. */
   readonly uploadMinBytesPerSecond: number;
   /**
+   * How long an upload may hold its slot while its body is still arriving once a project with
+   * no upload in flight is waiting for one: past it, the longest-held such upload is cut (503)
+   * and its slot given to the waiting project (UploadSlots), so no set of projects can keep the
+   * slots by trickling just above the floor.
+   */
+  readonly uploadSlotTurnMs: number;
+  /**
+   * Held connections (event streams and `Prefer: wait` requests) per gateway process: at most
+   * `perProcess` in all, `perOrganization` for the projects of one organization together and
+   * `perProject` for one project (HeldConnections). Counted in memory per process (replica).
+   */
+  readonly heldConnections: {
+    readonly perProcess: number;
+    readonly perOrganization: number;
+    readonly perProject: number;
+  };
+  /**
    * One AMQP URL, or the nodes of a RabbitMQ cluster comma-separated (tried in turn by
    * @tes/messaging's AmqpClient, which splits them before each `scheme://`).
    */
@@ -293,6 +310,24 @@ export function loadConfig(env: Env = process.env): Config {
   const amqpPrefix = str('AMQP_PREFIX', '');
   if (amqpPrefix && !/^[a-z0-9_.-]+$/i.test(amqpPrefix)) problems.push('AMQP_PREFIX may hold letters, digits, . _ - only');
 
+  const heldConnections = {
+    perProcess: int('HELD_CONNECTIONS_PER_PROCESS', 2_000, 2, 1_000_000),
+    perOrganization: int('HELD_CONNECTIONS_PER_ORGANIZATION', 400, 1, 1_000_000),
+    perProject: int('HELD_CONNECTIONS_PER_PROJECT', 200, 1, 1_000_000),
+  };
+  // One organization (and so one project) never holds more than half of a process's held
+  // connections, so the rest is there for the others before any has to be preempted.
+  if (heldConnections.perProject > heldConnections.perOrganization) {
+    problems.push(
+      `HELD_CONNECTIONS_PER_PROJECT (${heldConnections.perProject}) must not exceed HELD_CONNECTIONS_PER_ORGANIZATION (${heldConnections.perOrganization})`,
+    );
+  }
+  if (heldConnections.perOrganization > Math.floor(heldConnections.perProcess / 2)) {
+    problems.push(
+      `HELD_CONNECTIONS_PER_ORGANIZATION (${heldConnections.perOrganization}) must be at most half of HELD_CONNECTIONS_PER_PROCESS (${heldConnections.perProcess})`,
+    );
+  }
+
   const config: Config = {
     nodeEnv: str('NODE_ENV', 'development'),
     port: int('PORT', DEFAULTS.PORT, 0, 65535),
@@ -309,6 +344,8 @@ export function loadConfig(env: Env = process.env): Config {
     gatewayProcesses: int('GATEWAY_PROCESSES', 1, 1, 64),
     uploadConcurrency: int('UPLOAD_CONCURRENCY', 2, 1, 64),
     uploadMinBytesPerSecond: int('UPLOAD_MIN_BYTES_PER_SECOND', 32 * 1024, 0, 1024 ** 3),
+    uploadSlotTurnMs: int('UPLOAD_SLOT_TURN_MS', 60_000, 500, 3_600_000),
+    heldConnections,
     amqpUrl: amqpUrls('AMQP_URL'),
     amqpPrefix,
     s3: {

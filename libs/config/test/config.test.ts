@@ -165,6 +165,24 @@ describe('loadConfig', () => {
     expect(Object.isFrozen(loadConfig({}).retention)).toBe(true);
   });
 
+  it('reads the shares of upload slots and held connections, and refuses an organization share above half the process', () => {
+    const c = loadConfig({});
+    expect(c.uploadSlotTurnMs).toBe(60_000);
+    expect(c.heldConnections).toEqual({ perProcess: 2_000, perOrganization: 400, perProject: 200 });
+    expect(
+      loadConfig({ HELD_CONNECTIONS_PER_PROCESS: '8', HELD_CONNECTIONS_PER_ORGANIZATION: '4', HELD_CONNECTIONS_PER_PROJECT: '4' }).heldConnections,
+    ).toEqual({
+      perProcess: 8,
+      perOrganization: 4,
+      perProject: 4,
+    });
+    expect(problemsOf({ HELD_CONNECTIONS_PER_PROCESS: '8', HELD_CONNECTIONS_PER_ORGANIZATION: '5', HELD_CONNECTIONS_PER_PROJECT: '4' })).toEqual([
+      expect.stringContaining('must be at most half of HELD_CONNECTIONS_PER_PROCESS'),
+    ]);
+    expect(problemsOf({ HELD_CONNECTIONS_PER_PROJECT: '401' })).toEqual([expect.stringContaining('must not exceed HELD_CONNECTIONS_PER_ORGANIZATION')]);
+    expect(problemsOf({ UPLOAD_SLOT_TURN_MS: '10' })).toEqual([expect.stringContaining('UPLOAD_SLOT_TURN_MS must be between 500')]);
+  });
+
   it('returns a deeply frozen object', () => {
     const c = loadConfig({});
     expect(Object.isFrozen(c)).toBe(true);

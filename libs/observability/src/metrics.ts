@@ -55,6 +55,8 @@ export interface Metrics {
   /** Rows the relay's retention deleted, by table (outbox, webhook_deliveries, rate_limits, usage_counters). */
   retentionDeleted: Counter<'table'>;
   httpRejections: Counter<'reason'>;
+  /** Fair sharing of a gateway's held connections and upload slots (issue #25): resource stream, wait or upload; outcome refused or preempted. */
+  fairShare: Counter<'resource' | 'outcome'>;
   providerRequests: Histogram<'provider' | 'operation' | 'outcome'>;
   dbPoolConnections: Gauge<'state'>;
   dbPoolPending: Gauge;
@@ -110,6 +112,14 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
   }).set({ version: RELEASE, nodejs: process.versions.node }, 1);
   // every reason exported from the start at 0, so rate() and the alerts see a series before the first refusal
   for (const reason of REJECTION_REASONS) httpRejections.inc({ reason }, 0);
+  const fairShare = new Counter({
+    name: 'tes_fair_share_total',
+    help: 'Held connections (stream, wait) and upload slots (upload) refused beyond a project, organization or process share (refused), or taken back for a project holding fewer (preempted)',
+    labelNames: ['resource', 'outcome'],
+    registers: [registry],
+  });
+  if (service === 'gateway')
+    for (const resource of ['stream', 'wait', 'upload']) for (const outcome of ['refused', 'preempted']) fairShare.inc({ resource, outcome }, 0);
   return {
     registry,
     httpDuration: new Histogram({
@@ -220,6 +230,7 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       registers: [registry],
     }),
     httpRejections,
+    fairShare,
     providerRequests: new Histogram({
       name: 'tes_provider_request_duration_seconds',
       help: 'Provider HTTP calls (each attempt) by provider, operation (create, poll, cancel, download) and outcome (ok, rejected = 4xx, throttled = 429, server_error = 5xx, no_answer)',

@@ -89,7 +89,8 @@ export function createApp(deps: GatewayDeps): express.Express {
     markError(res, appError.code);
     // an operator's switch, not a failure
     if (appError.code === 'execution_disabled') markRefusal(res);
-    if (appError.code === 'service_unavailable') res.set('Retry-After', '2');
+    // a refusal that knows when to come back (an upload slot's turn) has set its own
+    if (appError.code === 'service_unavailable' && !res.hasHeader('Retry-After')) res.set('Retry-After', '2');
     if (http === 429 || http === 503) deps.metrics.httpRejections.inc({ reason: appError.code });
     sendJson(res, http, { error: { status, message: appError.code, ...(details ? { details } : {}) } });
   });

@@ -6,6 +6,7 @@ import type { Logger, Metrics } from '@tes/observability';
 import type { ObjectStore } from '@tes/storage';
 import type { OutboxDispatcher } from '@tes/messaging';
 import type { ChangeHub } from './push/change-hub';
+import type { HeldConnections } from './push/held-connections';
 import type { KeyCache } from './key-cache';
 import type { SettingsCache } from './settings-cache';
 import type { UsageCounter } from './usage-counter';
@@ -18,6 +19,8 @@ export interface GatewayDeps {
   dispatcher: OutboxDispatcher;
   /** Wakes waiting requests and event streams when an execution changes (any process). */
   changes: ChangeHub;
+  /** This process's event streams and waits, bounded per project, organization and process. */
+  held: HeldConnections;
   settings: SettingsCache;
   keys: KeyCache;
   usage: UsageCounter;

@@ -14,6 +14,7 @@ import { SettingsCache } from './settings-cache';
 import { KeyCache } from './key-cache';
 import { UsageCounter } from './usage-counter';
 import { ChangeHub } from './push/change-hub';
+import { HeldConnections } from './push/held-connections';
 
 export interface RunningGateway {
   port: number;
@@ -85,7 +86,8 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   const changes = new ChangeHub({ db, databaseUrl: config.databaseUrl, logger });
   started.add('push', () => changes.stop());
   await changes.start();
-  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, changes });
+  const held = new HeldConnections(config.heldConnections, (resource, outcome) => metrics.fairShare.inc({ resource, outcome }));
+  const app = createApp({ config, db, catalog, store, dispatcher, settings, keys, usage, logger, metrics, changes, held });
   // Every answer carries the envelope, also those Node would write itself: requests its
   // parser refuses, an unmet Expect, and (requireHostHeader: false, app.ts answers instead)
   // an HTTP/1.1 request without Host.

@@ -5,11 +5,14 @@ import type { GatewayDeps } from '../context';
 import { httpFor } from '../errors';
 import type { KeyLoss } from '../key-cache';
 import type { KeyRoute } from '../route-spec';
+import { isRefusal } from './held-connections';
 
 /** A comment line this often keeps proxies from closing an idle stream. */
 const KEEPALIVE_MS = 15_000;
 /** What EventSource waits before reconnecting (it sends Last-Event-ID, and resumes). */
 const RECONNECT_MS = 1_000;
+/** Retry-After of a stream refused for its share: held connections free as executions end. */
+const HELD_RETRY_AFTER_SECONDS = 5;
 
 /**
  * `GET /tools/executions/{id}/events`: the execution's changes as Server-Sent Events. The
@@ -24,8 +27,14 @@ const RECONNECT_MS = 1_000;
  * was revoked): when the key is revoked (at once, on the revocation's notification) or expires
  * (within KeyCache's recheck), the stream sends one `event: error` with the error envelope a new
  * request would get (401, `platform_api_key_revoked`) and ends; a reconnect is then refused.
+ *
+ * A stream is a held connection (HeldConnections, issue #25): beyond its project's or its
+ * organization's share, or in a full process where it cannot preempt a larger holder, it is
+ * refused with 429 rate_limit_exceeded and Retry-After before it opens. A stream preempted by a
+ * project holding fewer just ends, as at a gateway's stop: the client resumes with
+ * Last-Event-ID, and is refused then if its project is still above its share.
  */
-export function streamExecutionEventsRoute({ db, changes, metrics, keys }: GatewayDeps): KeyRoute {
+export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }: GatewayDeps): KeyRoute {
   return {
     method: 'get',
     path: '/tools/executions/{id}/events',
@@ -37,6 +46,15 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys }: Gatew
       const first = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
       if (!first) throw new AppError('execution_not_found');
       const resumeFrom = lastEventId(req.get('last-event-id'));
+      let end: () => void = () => undefined;
+      const place = held.take(auth, 'stream', () => end());
+      if (isRefusal(place)) {
+        res.set('Retry-After', String(HELD_RETRY_AFTER_SECONDS));
+        throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {
+          retryable: true,
+          details: { reason: `too many open event streams and waits for this ${place.share}`, share: place.share, limit: place.limit },
+        });
+      }
 
       res.status(200).set({
         'Content-Type': 'text/event-stream; charset=utf-8',
@@ -50,9 +68,10 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys }: Gatew
 
       let sent = resumeFrom ?? -1;
       let ended = false;
-      const end = () => {
+      end = () => {
         if (ended) return;
         ended = true;
+        place.release();
         clearInterval(keepalive);
         unwatch();
         unwatchKey();

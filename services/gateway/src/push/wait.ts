@@ -3,6 +3,7 @@ import { AppError, isTerminal } from '@tes/core';
 import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes/db';
 import type { KeyCache, KeyLoss } from '../key-cache';
 import type { ChangeHub } from './change-hub';
+import { isRefusal, type HeldConnections } from './held-connections';
 
 /** The longest a request may wait (RFC 7240 `Prefer: wait=N`, larger values are treated as this). */
 const MAX_WAIT_SECONDS = 60;
@@ -35,17 +36,25 @@ export function preferredWaitSeconds(req: Request): number | null {
  * unless `accepted`: a submit's wait comes after its execution was accepted and reserved, so a
  * key lost then ends the wait with the execution as it is (202), never a refusal that would
  * tell the caller nothing was accepted.
+ *
+ * A wait is a held connection (HeldConnections): beyond its project's or organization's share,
+ * or in a full process, it is not refused but answered at once, as without the header (RFC 7240
+ * lets a server not honour a preference; the missing Preference-Applied says so, and a submit's
+ * execution was accepted by then). For the same reason a wait preempted by a project holding
+ * fewer is answered at once with the state as it is.
  */
 export async function waitForEnd(
   hub: ChangeHub,
   req: Request,
-  caller: { projectId: string; lookupId: string; keys: KeyCache },
+  caller: { projectId: string; organizationId: string; lookupId: string; keys: KeyCache; held: HeldConnections },
   view: ExecutionView,
   seconds: number,
   accepted = false,
 ): Promise<{ view: ExecutionView; applied: boolean }> {
   if (isTerminal(view.execution.status)) return { view, applied: true };
   const gone = new AbortController();
+  const place = caller.held.take(caller, 'wait', () => gone.abort());
+  if (isRefusal(place)) return { view, applied: false };
   const onClose = () => gone.abort();
   let lost: KeyLoss | undefined;
   req.once('close', onClose);
@@ -58,6 +67,7 @@ export async function waitForEnd(
     if (lost && !accepted) throw new AppError(lost);
     if (ended) return { view: ended, applied: true };
   } finally {
+    place.release();
     req.off('close', onClose);
     unwatchKey();
   }

@@ -6,7 +6,7 @@ import { sendJson } from '../respond';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
 /** One execution of the caller's project, with its steps; with `Prefer: wait=N`, once it ended or after N seconds. */
-export function getExecutionRoute({ db, changes, keys }: GatewayDeps): KeyRoute {
+export function getExecutionRoute({ db, changes, keys, held }: GatewayDeps): KeyRoute {
   return {
     method: 'get',
     path: '/tools/executions/{id}',
@@ -22,7 +22,13 @@ export function getExecutionRoute({ db, changes, keys }: GatewayDeps): KeyRoute 
         sendJson(res, 200, executionBody(found));
         return;
       }
-      const { view, applied } = await waitForEnd(changes, req, { projectId: auth.projectId, lookupId: auth.lookupId, keys }, found, wait);
+      const { view, applied } = await waitForEnd(
+        changes,
+        req,
+        { projectId: auth.projectId, organizationId: auth.organizationId, lookupId: auth.lookupId, keys, held },
+        found,
+        wait,
+      );
       if (applied) preferenceApplied(res, wait);
       sendJson(res, 200, executionBody(view));
     },

@@ -144,8 +144,9 @@ async function answer(deps: GatewayDeps, req: Request, res: Response, accepted: 
   let view = accepted;
   const wait = preferredWaitSeconds(req);
   if (wait !== null) {
-    const { lookupId } = res.locals.auth as AuthContext;
-    const waited = await waitForEnd(deps.changes, req, { projectId: accepted.execution.projectId, lookupId, keys: deps.keys }, accepted, wait, true);
+    const { lookupId, organizationId } = res.locals.auth as AuthContext;
+    const caller = { projectId: accepted.execution.projectId, organizationId, lookupId, keys: deps.keys, held: deps.held };
+    const waited = await waitForEnd(deps.changes, req, caller, accepted, wait, true);
     view = waited.view;
     if (waited.applied) preferenceApplied(res, wait);
   }

@@ -27,7 +27,12 @@ interface UploadBody {
  * audio or video file is stored without facts, and its quotes take the schema's largest input.
  */
 export function uploadFileRoute(deps: GatewayDeps): KeyRoute<UploadBody> {
-  const slots = new UploadSlots(deps.config.uploadConcurrency, { minBytesPerSecond: deps.config.uploadMinBytesPerSecond, graceMs: 2_000 });
+  const slots = new UploadSlots(deps.config.uploadConcurrency, {
+    minBytesPerSecond: deps.config.uploadMinBytesPerSecond,
+    graceMs: 2_000,
+    turnMs: deps.config.uploadSlotTurnMs,
+    observe: (outcome) => deps.metrics.fairShare.inc({ resource: 'upload', outcome }),
+  });
   return {
     method: 'post',
     path: '/tools/upload',
