@@ -127,5 +127,9 @@ it('every scrape passes promtool check metrics: default metrics unprefixed, only
     expect(value(text, `tes_db_pool_pending_acquires{service="${service}"}`)).toBe(0);
     // only the relay audits: elsewhere the verdict is NaN, never a 0 that min() would page on
     if (service !== 'relay') expect(value(text, `tes_ledger_audit_ok{service="${service}"}`)).toBeNaN();
+    // so are the gauges only the relay reads from the database: a 0 from the gateways and the
+    // workers would be max()'s answer with every relay down, and the outbox lag alert silent
+    for (const gauge of ['tes_outbox_lag_seconds', 'tes_needs_review_executions', 'tes_reserved_micros_outstanding'])
+      if (service !== 'relay') expect([gauge, value(text, `${gauge}{service="${service}"}`)]).toEqual([gauge, NaN]);
   }
 });
