@@ -1,4 +1,5 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import {
   configOf,
@@ -30,13 +31,42 @@ function walk(dir: string): string[] {
   });
 }
 
-test('every manifest under deploy/k8s and deploy/grafana parses and is part of an overlay', () => {
+/** The manifests, env files and dashboards under root's deploy/k8s and deploy/grafana that no overlay reads. */
+function unusedFiles(root: string): string[] {
+  const k8s = path.join(root, 'deploy/k8s');
   const used = new Set<string>();
-  for (const dir of overlayDirs()) for (const f of loadOverlay(dir).files) used.add(f);
-  const files = [...walk(K8S), ...walk(path.join(REPO, 'deploy/grafana'))].filter((f) => /\.(ya?ml|env|env\.example|json)$/.test(f));
+  for (const dir of readdirSync(path.join(k8s, 'overlays'))) for (const f of loadOverlay(path.join(k8s, 'overlays', dir)).files) used.add(f);
+  const files = [...walk(k8s), ...walk(path.join(root, 'deploy/grafana'))].filter((f) => /\.(ya?ml|env|env\.example|json)$/.test(f));
   expect(files.length).toBeGreaterThan(10);
   for (const f of files.filter((x) => /\.ya?ml$/.test(x))) expect(() => readYaml(f)).not.toThrow();
-  expect(files.filter((f) => !used.has(f)).map((f) => path.relative(REPO, f))).toEqual([]);
+  return files.filter((f) => !used.has(f)).map((f) => path.relative(root, f));
+}
+
+test('every manifest under deploy/k8s and deploy/grafana parses and is part of an overlay', () => {
+  expect(path.join(REPO, 'deploy/k8s')).toBe(K8S);
+  expect(unusedFiles(REPO)).toEqual([]);
+});
+
+test('a checkout that followed the deploy steps (secrets.env made from its example) passes the same checks, and its secrets are never read', () => {
+  // a copy of deploy/ with the file section 2 of deploy/README.md has the operator create:
+  // the example stays part of the overlay, the real file is not "unused", and the tests go on
+  // reading the example's placeholders, never a real credential (no secret in a test's output)
+  const root = mkdtempSync(path.join(os.tmpdir(), 'tes-deploy-'));
+  try {
+    for (const d of ['deploy/k8s', 'deploy/grafana']) cpSync(path.join(REPO, d), path.join(root, d), { recursive: true });
+    for (const dir of readdirSync(path.join(root, 'deploy/k8s/overlays'))) {
+      const example = path.join(root, 'deploy/k8s/overlays', dir, 'secrets.env.example');
+      writeFileSync(example.replace(/\.example$/, ''), readFileSync(example, 'utf8').replace(/^([A-Z_]+)=.*$/gm, '$1=real-secret-value'));
+    }
+    expect(unusedFiles(root)).toEqual([]);
+    for (const dir of readdirSync(path.join(root, 'deploy/k8s/overlays'))) {
+      const secret = find(loadOverlay(path.join(root, 'deploy/k8s/overlays', dir)), 'Secret', 'tes-secrets')[0]!;
+      expect(Object.values(secret.data as Record<string, string>)).not.toContain('real-secret-value');
+      expect(Object.keys(secret.data as Record<string, string>).length).toBeGreaterThan(3);
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 test('secrets.env is never committed, only its example', () => {

@@ -17,6 +17,8 @@ const DASHBOARD = path.join(REPO, 'deploy/grafana/tes-dashboard.json');
 const RULES = path.join(REPO, 'deploy/k8s/components/monitoring/prometheus-rules.yaml');
 let catalog: Map<string, MetricInfo>;
 let dashboard: Json;
+/** Gauges only the relay reads (from the database); every other process exports NaN. */
+const RELAY_ONLY = ['tes_outbox_lag_seconds', 'tes_reserved_micros_outstanding', 'tes_needs_review_executions', 'tes_ledger_audit_ok'];
 let rules: { alert: string; expr: string; for: string; labels: Record<string, string>; annotations: Record<string, string> }[];
 
 beforeAll(() => {
@@ -153,6 +155,11 @@ describe('Grafana dashboard', () => {
       }
     }
     expect(problems).toEqual([]);
+    // only the relay reads them; the gateways and workers export NaN (older versions 0)
+    for (const { panel, expr } of exprs()) {
+      for (const s of checkPromQL(expr, catalog).selectors.filter((x) => RELAY_ONLY.includes(x.metric)))
+        expect([panel.title, s.series, s.matchers.get('service')]).toEqual([panel.title, s.series, '=relay']);
+    }
     // amounts and counts add up across namespaces; the worst-of form is only for lag and the audit
     for (const g of ['tes_reserved_micros_outstanding', 'tes_needs_review_executions']) {
       for (const { panel, expr } of exprs().filter((x) => x.expr.includes(g))) {
@@ -180,6 +187,15 @@ describe('Grafana dashboard', () => {
       ].flatMap(([ns, pod, micros, review]) => [
         { series: `tes_reserved_micros_outstanding{namespace="${ns}",pod="${pod}",service="relay"}`, values: `${micros}x5` },
         { series: `tes_needs_review_executions{namespace="${ns}",pod="${pod}",service="relay"}`, values: `${review}x5` },
+        // a gateway beside them: NaN, or 0 from a version before issue #27; neither counts
+        {
+          series: `tes_reserved_micros_outstanding{namespace="${ns}",pod="gateway-${pod}",service="gateway"}`,
+          values: pod === 'relay-1' ? 'NaN NaN NaN NaN NaN NaN' : '0x5',
+        },
+        {
+          series: `tes_needs_review_executions{namespace="${ns}",pod="gateway-${pod}",service="gateway"}`,
+          values: pod === 'relay-1' ? 'NaN NaN NaN NaN NaN NaN' : '0x5',
+        },
       ]);
       const expected = (panel: Json, expr: string) => {
         const reserved = expr.includes('tes_reserved_micros_outstanding');
@@ -230,12 +246,15 @@ describe('Grafana dashboard', () => {
       'tes_db_pool_connections',
       'tes_db_pool_max_connections',
       'tes_db_pool_pending_acquires',
+      'tes_webhook_attempts_total',
+      'tes_webhook_delivery_lag_seconds_bucket',
       'nodejs_eventloop_lag_p99_seconds',
     ])
       expect([s, series.has(s)]).toEqual([s, true]);
     expect(exprs().some(({ expr }) => expr.includes('by (error_code)') && expr.includes('tes_execution_failures_total'))).toBe(true);
     expect(exprs().some(({ expr }) => expr.includes('by (reason)') && expr.includes('tes_http_rejections_total'))).toBe(true);
     expect(exprs().some(({ expr }) => expr.includes('provider') && expr.includes('outcome!="ok"'))).toBe(true);
+    expect(exprs().some(({ expr }) => expr.includes('by (outcome)') && expr.includes('tes_webhook_attempts_total'))).toBe(true);
   });
 });
 
@@ -255,11 +274,30 @@ describe('PrometheusRule alerts', () => {
 
   test('alerts on outbox lag, queue depth growth, needs_review > 0, audit failure, the error ratio and the kill switch', () => {
     const has = (re: RegExp) => rules.some((r) => re.test(r.expr.replace(/\s+/g, ' ')));
-    expect(has(/max by \(namespace\) \(tes_outbox_lag_seconds\) > \d+/)).toBe(true);
+    expect(has(/max by \(namespace\) \(tes_outbox_lag_seconds\{service="relay"\}\) > \d+/)).toBe(true);
     expect(has(/(delta|deriv|predict_linear)\(tes_queue_depth\[/)).toBe(true);
-    expect(has(/tes_needs_review_executions\) > 0/)).toBe(true);
+    expect(has(/tes_needs_review_executions\{service="relay"\}\) > 0/)).toBe(true);
     expect(has(/min by \(namespace\) \(tes_ledger_audit_ok\{service="relay"\}\) == 0/)).toBe(true);
     expect(has(/status=~"5\.\."/)).toBe(true);
     expect(has(/tes_http_rejections_total\{reason="execution_disabled"\}/)).toBe(true);
+  });
+
+  test('alerts on a service not scraped (per namespace, and absent() everywhere), page at once, and on failing or late webhooks', () => {
+    const rule = (name: string) => rules.find((r) => r.alert === name);
+    const absent = rule('TesServiceAbsent');
+    expect(absent?.expr.replace(/\s+/g, ' ')).toMatch(/unless on \(namespace, service\) group by \(namespace, service\) \(tes_db_pool_max_connections\)/);
+    expect(absent).toMatchObject({ labels: { severity: 'critical' } });
+    expect(Number.parseInt(absent!.for, 10)).toBeLessThanOrEqual(5);
+    for (const service of ['gateway', 'worker', 'relay']) {
+      expect(absent?.expr).toContain(`"service", "${service}"`);
+      expect(rule('TesDeploymentAbsent')?.expr).toContain(`absent(tes_db_pool_max_connections{service="${service}"})`);
+    }
+    expect(rule('TesWebhookDeliveryFailing')?.expr).toContain('tes_webhook_attempts_total{outcome!="delivered"}');
+    expect(rule('TesWebhookDeliveryLagHigh')?.expr).toContain('tes_webhook_delivery_lag_seconds_bucket');
+    // every rule on a gauge only the relay reads selects the relay's series
+    for (const r of rules) {
+      for (const s of checkPromQL(r.expr, catalog).selectors.filter((x) => RELAY_ONLY.includes(x.metric)))
+        expect([r.alert, s.series, s.matchers.get('service')]).toEqual([r.alert, s.series, '=relay']);
+    }
   });
 });

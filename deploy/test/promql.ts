@@ -50,6 +50,7 @@ const FUNCTIONS = new Set([
   'clamp_max',
   'absent',
   'absent_over_time',
+  'label_replace',
   'vector',
   'scalar',
   'time',

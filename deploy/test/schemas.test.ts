@@ -57,6 +57,7 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
       'v1 Secret',
       'autoscaling/v2 HorizontalPodAutoscaler',
       'policy/v1 PodDisruptionBudget',
+      'networking.k8s.io/v1 NetworkPolicy',
       'keda.sh/v1alpha1 ScaledObject',
       'keda.sh/v1alpha1 TriggerAuthentication',
       'monitoring.coreos.com/v1 PodMonitor',
@@ -107,6 +108,7 @@ test('the validator refuses wrong types, bad enums, unknown fields and unknown k
       spec: { selector: {}, podMetricsEndpoints: [{ port: 'metrics', intervall: '15s' }] },
     },
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, data: { KEY: 'not base64!' } },
+    { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'n' }, spec: { podSelector: {}, policyTypes: ['Inbound'], ingres: [] } },
     { apiVersion: 'v1', kind: 'Widget', metadata: { name: 'w' } },
   ];
   const problems = schemaProblems(broken).join('\n');
@@ -118,6 +120,8 @@ test('the validator refuses wrong types, bad enums, unknown fields and unknown k
     /PrometheusRule r .*for must match pattern/,
     /PodMonitor p .*unknown field "\/spec\/podMetricsEndpoints\/0\/intervall"/,
     /Secret s .*must match format "byte"/,
+    /NetworkPolicy n .*policyTypes\/0 must be equal to one of the allowed values/,
+    /NetworkPolicy n .*unknown field "\/spec\/ingres"/,
     /Widget w .*no schema for v1 Widget/,
   ]) {
     expect(problems).toMatch(expected);

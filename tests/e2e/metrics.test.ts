@@ -1,6 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { bearer, startStack, waitForExecution, type TestStack } from '../stack';
 
 /** Each service's /metrics exposes its series, and they move when work flows. */
@@ -134,5 +134,29 @@ it('every scrape passes promtool check metrics: default metrics unprefixed, only
     expect(value(text, `tes_db_pool_pending_acquires{service="${service}"}`)).toBe(0);
     // only the relay audits: elsewhere the verdict is NaN, never a 0 that min() would page on
     if (service !== 'relay') expect(value(text, `tes_ledger_audit_ok{service="${service}"}`)).toBeNaN();
+    // so are the gauges only the relay reads from the database: a 0 from the gateways and the
+    // workers would be max()'s answer with every relay down, and the outbox lag alert silent
+    for (const gauge of ['tes_outbox_lag_seconds', 'tes_needs_review_executions', 'tes_reserved_micros_outstanding'])
+      if (service !== 'relay') expect([gauge, value(text, `${gauge}{service="${service}"}`)]).toEqual([gauge, NaN]);
   }
+});
+
+it("the LISTEN connections each process holds are the ones deploy/README.md's connection budget counts", async () => {
+  // a LISTEN needs a connection of its own, outside the pool: the gateway has one for key
+  // revocations and one for execution changes, the relay one for webhook deliveries
+  const { rows } = await stack.db.raw<{ rows: { application_name: string; n: number }[] }>(
+    `SELECT application_name, count(*)::int AS n FROM pg_stat_activity
+      WHERE datname = current_database() AND query ILIKE 'LISTEN %' GROUP BY application_name`,
+  );
+  const held = Object.fromEntries(rows.map((r) => [r.application_name, r.n]));
+  expect(held).toEqual({ 'tes-key-changes': 1, 'tes-execution-changes': 1, 'tes-webhooks': 1 });
+  // the budget table: | process | pool | LISTEN connections (their application_name) |
+  const readme = readFileSync(path.join(__dirname, '../../deploy/README.md'), 'utf8');
+  const listens = (process: string) => {
+    const row = new RegExp(`^\\s*\\| ${process} \\|[^|]*\\| (\\d+)([^|]*)\\|`, 'm').exec(readme);
+    return row ? { count: Number(row[1]), names: [...row[2]!.matchAll(/`(tes-[a-z-]+)`/g)].map((m) => m[1]).sort() } : undefined;
+  };
+  expect(listens('gateway')).toEqual({ count: 2, names: ['tes-execution-changes', 'tes-key-changes'] });
+  expect(listens('worker')).toEqual({ count: 0, names: [] });
+  expect(listens('relay')).toEqual({ count: 1, names: ['tes-webhooks'] });
 });

@@ -225,6 +225,29 @@ test('a submit is one trace: gateway request → submit → outbox publish → w
     );
   }
 
+  // the log lines join the trace: the request's access line (span: the request), the submit's
+  // line, and the worker's lines about this execution, each with the trace's id
+  const logs = (service: 'gateway' | 'worker') =>
+    cluster.lines(service).flatMap((l) => {
+      try {
+        return [JSON.parse(l) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+  const accepted = logs('gateway').find((l) => l.message === 'gateway.execution.accepted' && l.executionId === id)!;
+  expect(accepted.trace_id).toBe(settle.traceId);
+  expect(byId.has(accepted.span_id as string)).toBe(true);
+  const access = await eventually('no access log line of the submit', () =>
+    logs('gateway').find((l) => l.message === 'gateway.http.request' && l.requestId === accepted.requestId),
+  );
+  expect(access).toMatchObject({ route: '/tools/{tool}', status: 202, trace_id: settle.traceId, span_id: root.spanId });
+  const workerLines = logs('worker').filter((l) => l.executionId === id);
+  for (const message of ['worker.execution.claimed', 'worker.step.succeeded']) {
+    const line = workerLines.find((l) => l.message === message);
+    expect([message, line?.trace_id, byId.has(line?.span_id as string)]).toEqual([message, settle.traceId, true]);
+  }
+
   // JSON, as the http exporter sends it; and no secret reached a span
   expect([...receiver.contentTypes]).toEqual(['application/json']);
   expect(JSON.stringify(receiver.spans)).not.toContain(p.secret);

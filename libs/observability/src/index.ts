@@ -2,3 +2,4 @@ export * from './logger';
 export { flushLogs } from './stdout-transport';
 export * from './metrics';
 export * from './health-server';
+export { traceFields, type TraceFields } from './trace-context';

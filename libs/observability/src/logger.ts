@@ -1,5 +1,6 @@
 import winston from 'winston';
 import { stdoutTransport } from './stdout-transport';
+import { traceFields } from './trace-context';
 
 export type Logger = winston.Logger;
 
@@ -69,6 +70,22 @@ const redactFormat = winston.format((info) => {
   return out as typeof info;
 });
 
+/**
+ * winston format that adds the active span's trace_id and span_id (trace-context.ts) to a
+ * record that has none: a line written inside a span joins its trace. After redactFormat, on
+ * its copy, never on the caller's object.
+ */
+const traceFormat = winston.format((info) => {
+  if (info.trace_id === undefined) {
+    const ids = traceFields();
+    if (ids.trace_id !== undefined) {
+      info.trace_id = ids.trace_id;
+      info.span_id = ids.span_id;
+    }
+  }
+  return info;
+});
+
 export interface LoggerOptions {
   service: string;
   level?: string;
@@ -89,7 +106,7 @@ export function createLogger(options: LoggerOptions): Logger {
     level,
     silent: options.silent ?? false,
     defaultMeta: { service: options.service },
-    format: winston.format.combine(wanted(), redactFormat(), winston.format.timestamp(), winston.format.json()),
+    format: winston.format.combine(wanted(), redactFormat(), traceFormat(), winston.format.timestamp(), winston.format.json()),
     transports,
   });
 }
@@ -126,7 +143,7 @@ function redactInto(record: Record<string, unknown>, key: string, value: unknown
 /**
  * Writes one record of flat fields (strings, numbers, booleans; undefined ones left out) as
  * `logger.log(level, message, fields)` would, byte for byte: the same keys (the logger's
- * defaultMeta, the fields, level, message, timestamp), the same redaction (secret field names
+ * defaultMeta, the fields, the active span's trace_id and span_id, level, message, timestamp), the same redaction (secret field names
  * and secret-looking text), the same JSON with its keys sorted (what winston's json format
  * writes), handed to the same transports with their level and silence honoured, so a test's
  * CaptureTransport sees it as before. What it skips is winston's Transform stream and its
@@ -147,6 +164,14 @@ export function logFields(logger: Logger, level: string, message: string, fields
   const meta = logger.defaultMeta as Record<string, unknown> | undefined;
   if (meta) for (const key of Object.keys(meta)) redactInto(record, key, meta[key]);
   for (const key of Object.keys(fields)) redactInto(record, key, fields[key]);
+  // as traceFormat: the active span's ids, unless the caller gave them
+  if (fields.trace_id === undefined) {
+    const ids = traceFields();
+    if (ids.trace_id !== undefined) {
+      record.trace_id = ids.trace_id;
+      record.span_id = ids.span_id;
+    }
+  }
   record.level = level;
   record.message = redactText(message);
   record.timestamp = isoNow();

@@ -110,6 +110,14 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
     labelNames: ['version', 'nodejs'],
     registers: [registry],
   }).set({ version: RELEASE, nodejs: process.versions.node }, 1);
+  // the same for the state only the relay reads from the database: NaN until it does, so the
+  // gateway and the workers never export a 0 that max() would take for "no lag, nothing
+  // reserved" with every relay down (the alerts read service="relay"; max() skips a NaN)
+  const relayGauge = (name: string, help: string): Gauge => {
+    const gauge = new Gauge({ name, help, registers: [registry] });
+    gauge.set(NaN);
+    return gauge;
+  };
   // every reason exported from the start at 0, so rate() and the alerts see a series before the first refusal
   for (const reason of REJECTION_REASONS) httpRejections.inc({ reason }, 0);
   const fairShare = new Counter({
@@ -160,21 +168,12 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       labelNames: ['source'],
       registers: [registry],
     }),
-    outboxLagSeconds: new Gauge({
-      name: 'tes_outbox_lag_seconds',
-      help: 'Age of the oldest unsent outbox row',
-      registers: [registry],
-    }),
-    reservedMicrosOutstanding: new Gauge({
-      name: 'tes_reserved_micros_outstanding',
-      help: 'Micro-USD reserved by executions not yet settled, all projects',
-      registers: [registry],
-    }),
-    needsReviewCount: new Gauge({
-      name: 'tes_needs_review_executions',
-      help: 'Executions waiting for an operator decision',
-      registers: [registry],
-    }),
+    outboxLagSeconds: relayGauge('tes_outbox_lag_seconds', 'Age of the oldest unsent outbox row (the relay reads it; NaN elsewhere)'),
+    reservedMicrosOutstanding: relayGauge(
+      'tes_reserved_micros_outstanding',
+      'Micro-USD reserved by executions not yet settled, all projects (the relay reads it; NaN elsewhere)',
+    ),
+    needsReviewCount: relayGauge('tes_needs_review_executions', 'Executions waiting for an operator decision (the relay reads it; NaN elsewhere)'),
     queueDepth: new Gauge({
       name: 'tes_queue_depth',
       help: 'Messages ready for delivery in a work queue (AMQP message count; KEDA scales workers on ready + unacknowledged, read from the management API)',

@@ -140,4 +140,45 @@ describe('on', () => {
       await r.close();
     }
   });
+
+  it('a log line written inside a span carries its trace_id and span_id (logger.log and logFields); outside one, none', async () => {
+    const r = await receiver();
+    try {
+      const lib = (name: string) => JSON.stringify(path.join(__dirname, '../..', name, 'dist'));
+      const out = await runChild(
+        `
+        const t = ${BUILT};
+        const o = require(${lib('observability')});
+        const { CaptureTransport } = require(${JSON.stringify(path.join(__dirname, '../../testing/dist/logs.js'))});
+        (async () => {
+          const capture = new CaptureTransport();
+          const logger = o.createLogger({ service: 'tes-test', transports: [capture] });
+          const running = await t.withTracing({ otelExporterOtlpEndpoint: process.env.ENDPOINT }, 'tes-test', async () => ({ parts: [] }));
+          logger.info('outside.span');
+          await t.withSpan('execution.step', async () => {
+            logger.info('inside.winston', { executionId: 'exe_1' });
+            o.logFields(logger, 'info', 'inside.fields', { executionId: 'exe_1' });
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            logger.warn('inside.after_await');
+          });
+          for (const part of running.parts) await part.stop();
+          process.stdout.write(JSON.stringify(capture.lines.map((l) => JSON.parse(l))));
+        })();`,
+        { ENDPOINT: r.url },
+      );
+      const lines = JSON.parse(out) as Record<string, unknown>[];
+      const step = r.spans.find((s) => s.name === 'execution.step')!;
+      expect(step.traceId).toMatch(/^[0-9a-f]{32}$/);
+      const ids = (message: string) => {
+        const line = lines.find((l) => l.message === message)!;
+        return { trace_id: line.trace_id, span_id: line.span_id };
+      };
+      expect(ids('outside.span')).toEqual({ trace_id: undefined, span_id: undefined });
+      for (const message of ['inside.winston', 'inside.fields', 'inside.after_await']) {
+        expect([message, ids(message)]).toEqual([message, { trace_id: step.traceId, span_id: step.spanId }]);
+      }
+    } finally {
+      await r.close();
+    }
+  });
 });

@@ -55,7 +55,8 @@ export function markError(res: Response, code: string): void {
  * away first). The line holds ids and numbers only: the request id, method, route template
  * (never the raw path, whose query string may carry anything), status, duration, the key id
  * and project id once authenticated, the bytes written to the socket (headers included) and
- * the error code. Never the key, a body, a query string or a URL.
+ * the error code; with tracing on, as every line written in a span, the request's trace_id and
+ * span_id. Never the key, a body, a query string or a URL.
  *
  * `sample` (ACCESS_LOG_SAMPLE) is the share of successful answers (status < 400) written;
  * refusals and errors are always written, so a request id quoted from an error is always found.
