@@ -165,8 +165,9 @@ it('a trickled attempt longer than the old claim lease is never sent twice at on
   // answers its headers, then a byte every 200 ms for 9 s: longer than the old lease (1 s × 2 + 5 s)
   const rx = await receiver(200, 9_000);
   await createWebhookEndpoint(db, { projectId: p.projectId, url: rx.url });
-  const d = deliverer({ concurrency: 4, timeoutMs: 1_000, retryDelaysMs: Array<number>(30).fill(300) });
-  d.start();
+  // two relays, as in production: the one that did not send it is free to claim it again
+  const relays = [0, 1].map(() => deliverer({ concurrency: 16, timeoutMs: 1_000, retryDelaysMs: Array<number>(30).fill(300) }));
+  for (const r of relays) r.start();
   let id: string;
   try {
     id = await endedExecution(db, p.projectId, p.keyId);
@@ -174,7 +175,7 @@ it('a trickled attempt longer than the old claim lease is never sent twice at on
     expect(rx.mostOpenOfOneId()).toBe(1);
     expect(rx.attempts.length).toBeGreaterThanOrEqual(2); // the deadline ended the first, a retry followed
   } finally {
-    await d.stop();
+    await Promise.all(relays.map((r) => r.stop()));
     await rx.close();
   }
   // every attempt the receiver saw was counted, and none twice: the retry schedule is spent one step per attempt
