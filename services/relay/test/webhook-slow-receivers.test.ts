@@ -46,23 +46,26 @@ async function receiver(everyMs: number, forMs = Infinity): Promise<Receiver> {
     const openNow = (openById.get(attempt.id) ?? 0) + 1;
     openById.set(attempt.id, openNow);
     mostOpen = Math.max(mostOpen, openNow);
-    let timer: NodeJS.Timeout | undefined;
-    res.on('close', () => {
-      clearInterval(timer);
+    const closed = () => {
       attempt.closedAt = Date.now();
       openById.set(attempt.id, openById.get(attempt.id)! - 1);
-    });
+    };
     req.resume();
     if (everyMs === 0) {
+      res.on('close', closed);
       res.writeHead(204).end();
       return;
     }
     res.writeHead(200, { 'content-type': 'text/plain' });
     res.flushHeaders();
-    timer = setInterval(() => {
+    const timer = setInterval(() => {
       if (Date.now() - attempt.openedAt >= forMs) res.end('.');
       else res.write('.');
     }, everyMs);
+    res.on('close', () => {
+      clearInterval(timer);
+      closed();
+    });
   });
   server.keepAliveTimeout = 100;
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
