@@ -259,12 +259,12 @@ export type SendDecision = 'send' | 'endpoint_deleted' | 'claim_lost';
 
 /**
  * Whether a claimed delivery is still to be sent, asked just before its request:
+ * - 'endpoint_deleted' when its endpoint is deleted (then, if still this claim's, it is closed
+ *   here as the claim closes one). The endpoint row is read FOR SHARE: a deletion under way is
+ *   waited for, and its outcome counts. A deletion that commits after this answer cannot stop
+ *   the request already on its way; every later check sees it;
  * - 'claim_lost' when it is no longer pending or its attempts moved past `attempt` (its lease
- *   ran out and another claim took it, or its endpoint's deletion failed it);
- * - 'endpoint_deleted' when its endpoint is deleted (then it is closed here as the claim closes
- *   one). The endpoint row is read FOR SHARE: a deletion under way is waited for, and its
- *   outcome counts. A deletion that commits after this answer cannot stop the request already
- *   on its way; every later check sees it;
+ *   ran out and another claim took it);
  * - 'send' otherwise, and then the lease is renewed to `leaseMs` from now, fenced by `attempt`:
  *   the send starts with a whole lease ahead of it, however long the work since the claim took,
  *   so the request (bounded by its own deadline, shorter than the lease) ends before any other
@@ -289,9 +289,8 @@ export async function deliveryStillWanted(db: Knex, id: string, claim: { attempt
     { id, attempt: claim.attempt, leaseMs: claim.leaseMs, endpointDeleted: ENDPOINT_DELETED },
   );
   const row = res.rows[0];
-  if (!row?.ours) return 'claim_lost';
-  if (row.endpoint_deleted) return 'endpoint_deleted';
-  return row.renewed ? 'send' : 'claim_lost';
+  if (row?.endpoint_deleted) return 'endpoint_deleted';
+  return row?.ours && row.renewed ? 'send' : 'claim_lost';
 }
 
 /** Keeps the body of a delivery's first attempt, so every attempt sends the same event. */
