@@ -37,7 +37,7 @@ async function timed(url: string): Promise<{ ms: number; err: Error }> {
   const started = Date.now();
   const err = await guarded.request('GET', url, { signal: new AbortController().signal, timeoutMs: 400, deadlineMs: 600 }).then(
     () => new Error('answered'),
-    (e: Error) => e,
+    (e: unknown) => e as Error,
   );
   return { ms: Date.now() - started, err };
 }
