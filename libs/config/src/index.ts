@@ -126,9 +126,13 @@ export interface Config {
   readonly providerJobTimeoutMs: number;
   /** Allow webhook deliveries to loopback and private addresses (off in production; `npm start` turns it on). */
   readonly webhookAllowPrivate: boolean;
-  /** One delivery attempt's deadline (connect, send, answer). */
+  /**
+   * One delivery attempt's whole deadline: connect, send, the answer's headers and its whole
+   * body, however slowly the receiver trickles it (not an idle timeout). The claim lease is
+   * twice this plus 5 s, so an attempt always ends before its delivery can be claimed again.
+   */
   readonly webhookTimeoutMs: number;
-  /** Deliveries one relay sends at once (at most a quarter of them to one endpoint). */
+  /** Deliveries one relay sends at once: at most a quarter of them for one project, half for one organization. */
   readonly webhookConcurrency: number;
   /**
    * Delays before each retry of a failed delivery; after the last the delivery is failed.

@@ -144,45 +144,53 @@ it('writes one delivery per subscribed endpoint in the statement that ends an ex
   expect((await listWebhookDeliveries(db, ok))[0]!.status).toBe('failed');
 });
 
-it('claims due deliveries as leases, at most perEndpoint per endpoint, and records outcomes', async () => {
+it('claims due deliveries as leases, at most perProject per project, and records outcomes fenced by the claim', async () => {
   await db('webhook_deliveries').where({ status: 'pending' }).update({ status: 'failed' }); // the earlier tests'
   const p = await seedProject(db, { creditMicros: 1_000_000 });
+  const q = await seedProject(db, { creditMicros: 1_000_000 });
   const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  const slow = await createWebhookEndpoint(db, { projectId: p.projectId, url: 'https://slow.test/' });
-  const ids: string[] = [];
-  for (let i = 0; i < 5; i++) {
-    const id = await submitted(p.projectId, p.keyId, priceVersion);
+  const ended = async (project: { projectId: string; keyId: string }) => {
+    const id = await submitted(project.projectId, project.keyId, priceVersion);
     await claimExecution(db, id, 'w', 30_000);
-    await settleExecution(db, { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
-    ids.push(id);
-  }
-  const fast = await createWebhookEndpoint(db, { projectId: p.projectId, url: 'https://fast.test/' });
-  const late = await submitted(p.projectId, p.keyId, priceVersion);
-  await claimExecution(db, late, 'w', 30_000);
-  await settleExecution(db, { executionId: late, projectId: p.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
+    await settleExecution(db, { executionId: id, projectId: project.projectId, status: 'succeeded', chargedMicros: 1, from: ['running'], leaseOwner: 'w:1' });
+    return id;
+  };
+  const slow = await createWebhookEndpoint(db, { projectId: p.projectId, url: 'https://slow.test/' });
+  for (let i = 0; i < 6; i++) await ended(p);
+  const fast = await createWebhookEndpoint(db, { projectId: q.projectId, url: 'https://fast.test/' });
+  const late = await ended(q);
 
   await db('webhook_deliveries')
     .whereIn('endpoint_id', [slow.id, fast.id])
     .update({ next_attempt_at: db.raw("now() - interval '1 second'") });
-  const first = await claimDueDeliveries(db, { limit: 10, perEndpoint: 2, leaseMs: 60_000 });
+  const claim = () => claimDueDeliveries(db, { limit: 10, perProject: 2, perOrganization: 10, leaseMs: 60_000 });
+  const first = await claim();
   const byUrl = (list: { url: string }[]) => list.map((d) => d.url).sort();
-  // the fast endpoint's one delivery is not queued behind the slow endpoint's five
+  // the other project's one delivery is not queued behind this project's six
   expect(byUrl(first)).toEqual(['https://fast.test/', 'https://slow.test/', 'https://slow.test/']);
-  expect(first.every((d) => d.attempts === 0 && d.payload === null && d.secret.startsWith('whsec_'))).toBe(true);
+  expect(first.every((d) => d.attempts === 0 && d.attempt === 1 && d.payload === null && d.secret.startsWith('whsec_'))).toBe(true);
   // claimed rows are leased: a second pass takes the others
-  const second = await claimDueDeliveries(db, { limit: 10, perEndpoint: 2, leaseMs: 60_000 });
+  const second = await claim();
   expect(byUrl(second)).toEqual(['https://slow.test/', 'https://slow.test/']);
 
   const d = first.find((x) => x.url === 'https://fast.test/')!;
-  await recordDeliveryAttempt(db, d.id, { delivered: false, statusCode: 500, error: 'HTTP 500', retryInMs: -1000 });
-  const retried = await claimDueDeliveries(db, { limit: 10, perEndpoint: 2, leaseMs: 60_000 });
-  // the retry (its second attempt) and the slow endpoint's last two (it has six: `late` too)
+  await recordDeliveryAttempt(db, d.id, { attempt: d.attempt, delivered: false, statusCode: 500, error: 'HTTP 500', retryInMs: -1000 });
+  const retried = await claim();
+  // the retry (its second attempt) and the slow endpoint's last two
   expect(retried.map((x) => [x.url, x.attempts, x.id === d.id]).sort()).toEqual([
     ['https://fast.test/', 1, true],
     ['https://slow.test/', 0, false],
     ['https://slow.test/', 0, false],
   ]);
-  await recordDeliveryAttempt(db, d.id, { delivered: true, statusCode: 204, error: null, retryInMs: null });
+  // the first attempt's outcome, written late (after the second claim), changes nothing
+  expect(await recordDeliveryAttempt(db, d.id, { attempt: 1, delivered: false, statusCode: 500, error: 'late', retryInMs: 1 })).toEqual({
+    recorded: false,
+    retryAt: null,
+  });
+  expect(await recordDeliveryAttempt(db, d.id, { attempt: 2, delivered: true, statusCode: 204, error: null, retryInMs: null })).toEqual({
+    recorded: true,
+    retryAt: null,
+  });
   const row = (await listWebhookDeliveries(db, late)).find((x) => x.id === d.id);
   expect(row).toMatchObject({ status: 'delivered', attempts: 2, lastStatusCode: 204, nextAttemptAt: null });
   expect(row!.deliveredAt).not.toBeNull();

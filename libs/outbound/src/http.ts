@@ -28,7 +28,14 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   body?: Buffer | string;
   signal: AbortSignal;
+  /** Socket idle timeout (default 30 s): ends a request only when nothing at all arrives for this long. */
   timeoutMs?: number;
+  /**
+   * Whole-request deadline: connecting, sending, the answer's headers and its whole body (and
+   * every redirect hop) must be done within this, however slowly the other side trickles bytes.
+   * An idle timeout alone never ends a peer that sends one byte just inside it.
+   */
+  deadlineMs?: number;
   maxBytes?: number;
 }
 
@@ -49,16 +56,21 @@ export interface GuardedHttpOptions {
 export class GuardedHttp {
   constructor(private readonly o: GuardedHttpOptions) {}
 
-  async request(method: string, url: string, r: RequestOptions, redirects = 3): Promise<HttpResponse> {
-    const res = await this.once(method, url, r);
+  request(method: string, url: string, r: RequestOptions, redirects = 3): Promise<HttpResponse> {
+    const deadline = r.deadlineMs === undefined ? undefined : { at: Date.now() + r.deadlineMs, ms: r.deadlineMs };
+    return this.follow(method, url, r, redirects, deadline);
+  }
+
+  private async follow(method: string, url: string, r: RequestOptions, redirects: number, deadline: Deadline | undefined): Promise<HttpResponse> {
+    const res = await this.once(method, url, r, deadline);
     if ([301, 302, 303, 307, 308].includes(res.status) && res.headers.location && redirects > 0) {
       const next = new URL(res.headers.location, url).toString();
-      return this.request(res.status === 303 ? 'GET' : method, next, r, redirects - 1);
+      return this.follow(res.status === 303 ? 'GET' : method, next, r, redirects - 1, deadline);
     }
     return res;
   }
 
-  private once(method: string, url: string, r: RequestOptions): Promise<HttpResponse> {
+  private once(method: string, url: string, r: RequestOptions, deadline: Deadline | undefined): Promise<HttpResponse> {
     const u = new URL(url);
     if (u.protocol !== 'https:' && u.protocol !== 'http:') return Promise.reject(new Error(`unsupported URL scheme ${u.protocol}`));
     const host = u.hostname.replace(/^\[|\]$/g, '');
@@ -84,7 +96,8 @@ export class GuardedHttp {
     };
     const maxBytes = r.maxBytes ?? 64 * 1024 * 1024;
     const mod = u.protocol === 'https:' ? https : http;
-    return new Promise((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const answer = new Promise<HttpResponse>((resolve, reject) => {
       const req = mod.request(u, { method, headers: r.headers, lookup, signal: r.signal, timeout: r.timeoutMs ?? 30_000 }, (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
@@ -110,8 +123,17 @@ export class GuardedHttp {
       });
       req.on('timeout', () => req.destroy(new Error('request timed out')));
       req.on('error', reject);
+      if (deadline) {
+        // rejects first, with its own reason; destroying the request also ends a response being read
+        const passed = () => {
+          reject(new Error(`no complete answer within the ${deadline.ms} ms deadline`));
+          req.destroy();
+        };
+        timer = setTimeout(passed, Math.max(0, deadline.at - Date.now()));
+      }
       req.end(r.body);
     });
+    return answer.finally(() => clearTimeout(timer));
   }
 
   /** JSON request; non-2xx statuses reject with HttpStatusError. */
@@ -122,6 +144,12 @@ export class GuardedHttp {
     if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8'), retryAfterMs(res.headers));
     return JSON.parse(res.body.toString('utf8')) as T;
   }
+}
+
+interface Deadline {
+  /** Date.now() by which the whole request ends. */
+  at: number;
+  ms: number;
 }
 
 /** A Retry-After header (seconds or an HTTP date) in milliseconds. */

@@ -38,8 +38,10 @@ export interface B9Context {
 const FAIL_MS = 10_000;
 /**
  * A claim moves the delivery's next_attempt_at this far ahead (services/relay/src/webhooks.ts:
- * the attempt timeout × 2 + 5 s), and a delivered row keeps it: next_attempt_at − this is when
- * the relay claimed it, which splits terminal → delivery into the relay's wait and its send.
+ * the attempt timeout × 2 + 5 s), the check just before the request renews it as far, and a
+ * delivered row keeps it: next_attempt_at − this is when the relay was about to send (its
+ * claim, plus the few ms of building the body and that check), which splits terminal →
+ * delivery into the relay's wait and its send.
  */
 const CLAIM_LEASE_MS = WEBHOOK_TIMEOUT_MS * 2 + 5_000;
 const ENDED = `('succeeded', 'failed', 'cancelled', 'needs_review')`;

@@ -21,8 +21,13 @@ export interface WebhookDelivererOptions {
   http: Pick<GuardedHttp, 'request'>;
   logger: Logger;
   metrics: Metrics;
-  /** Attempts in flight at once; one endpoint gets at most a quarter of them (at least 1). */
+  /**
+   * Attempts in flight at once. One project gets at most a quarter of them and one
+   * organization at most half (at least 1 each); the next free slot goes to the project with
+   * the fewest in flight.
+   */
   concurrency: number;
+  /** One attempt's whole deadline: connect, send, the answer's headers and its whole body. */
   timeoutMs: number;
   /** Delay before each retry; past the last, the delivery is failed. */
   retryDelaysMs: readonly number[];
@@ -41,15 +46,28 @@ export interface WebhookDelivererOptions {
  * lease, sent outside any transaction, and its outcome recorded: a 2xx delivers it, anything
  * else (another status, a refused address, a timeout) schedules the next attempt, until the
  * retry schedule is spent. A relay that dies mid-attempt leaves the row leased; it is tried
- * again when the lease ends. Attempts run concurrently and independently: a slow endpoint holds
- * its own slots, never another's or settlement's.
+ * again when the lease ends.
+ *
+ * An attempt cannot outlast its lease: the request has a whole-attempt deadline (`timeoutMs`,
+ * however slowly the receiver trickles its answer), and the lease, renewed just before the
+ * request, is twice that plus 5 s. So a delivery (one webhook-id) is never sent again while an
+ * attempt of it is open, and the outcome is written only while the row is still this claim's
+ * (fenced by its attempt count): a late write can neither end nor spend a newer attempt's
+ * retries.
+ *
+ * Attempts run concurrently and independently, and the slots are shared by project and
+ * organization (claimDueDeliveries): slow receivers hold at most their project's quarter and
+ * their organization's half of the slots, and a slot that frees goes to the project with the
+ * fewest attempts in flight. So another project's deliveries never wait for a slow project's,
+ * beyond one attempt's deadline when many slow organizations together fill every slot.
  */
 export class WebhookDeliverer {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private polling: Promise<void> | undefined;
   private readonly inFlight = new Map<string, Promise<void>>();
-  private readonly perEndpoint = new Map<string, number>();
+  private readonly perProject = new Map<string, number>();
+  private readonly perOrganization = new Map<string, number>();
   private readonly abort = new AbortController();
 
   private readonly listener: NotificationListener | undefined;
@@ -91,25 +109,33 @@ export class WebhookDeliverer {
     if (this.stopped) return 0;
     const free = this.o.concurrency - this.inFlight.size;
     if (free <= 0) return 0;
-    const limitPerEndpoint = Math.max(1, Math.floor(this.o.concurrency / 4));
-    const busy = [...this.perEndpoint].filter(([, n]) => n >= limitPerEndpoint).map(([id]) => id);
     const due = await claimDueDeliveries(this.o.db, {
       limit: free,
-      perEndpoint: limitPerEndpoint,
-      leaseMs: this.o.timeoutMs * 2 + 5_000,
-      excludeEndpoints: busy,
+      perProject: Math.max(1, Math.floor(this.o.concurrency / 4)),
+      perOrganization: Math.max(1, Math.floor(this.o.concurrency / 2)),
+      leaseMs: this.leaseMs(),
+      inFlight: { projects: this.perProject, organizations: this.perOrganization },
     });
     for (const d of due) {
-      this.perEndpoint.set(d.endpointId, (this.perEndpoint.get(d.endpointId) ?? 0) + 1);
+      count(this.perProject, d.projectId, 1);
+      count(this.perOrganization, d.organizationId, 1);
       const run = this.attempt(d).finally(() => {
         this.inFlight.delete(d.id);
-        const n = (this.perEndpoint.get(d.endpointId) ?? 1) - 1;
-        if (n <= 0) this.perEndpoint.delete(d.endpointId);
-        else this.perEndpoint.set(d.endpointId, n);
+        count(this.perProject, d.projectId, -1);
+        count(this.perOrganization, d.organizationId, -1);
       });
       this.inFlight.set(d.id, run);
     }
     return due.length;
+  }
+
+  /**
+   * A claim's lease: longer than any attempt can last. The request ends by its deadline
+   * (timeoutMs) after it starts, and the lease is renewed just before it starts; the other
+   * timeoutMs + 5 s cover that statement's round trip and a stalled event loop.
+   */
+  private leaseMs(): number {
+    return this.o.timeoutMs * 2 + 5_000;
   }
 
   /** Waits for the attempts in flight (tests). */
@@ -145,9 +171,12 @@ export class WebhookDeliverer {
       // canonical (sorted keys): the first attempt's object and the stored jsonb give the same bytes
       const body = canonicalJson(await this.payload(d));
       // Asked last, just before the request: an endpoint deleted since the claim (or a deletion
-      // under way, which this waits for) gets nothing; the delivery is closed, never retried.
-      if (!(await deliveryStillWanted(db, d.id))) {
-        logger.info('relay.webhook.endpoint_deleted', log);
+      // under way, which this waits for) gets nothing; the delivery is closed, never retried. A
+      // claim that ran out and was taken by another sends nothing either; else the lease is
+      // renewed, whole, for the request.
+      const decision = await deliveryStillWanted(db, d.id, { attempt: d.attempt, leaseMs: this.leaseMs() });
+      if (decision !== 'send') {
+        logger.info(decision === 'endpoint_deleted' ? 'relay.webhook.endpoint_deleted' : 'relay.webhook.claim_lost', log);
         return;
       }
       const res = await this.o.http.request(
@@ -157,6 +186,8 @@ export class WebhookDeliverer {
           headers: webhookHeaders(d.secret, d.id, body),
           body,
           signal: this.abort.signal,
+          // the deadline ends the attempt; the idle timeout, as long, never ends it sooner
+          deadlineMs: this.o.timeoutMs,
           timeoutMs: this.o.timeoutMs,
           maxBytes: 64 * 1024,
         },
@@ -174,7 +205,13 @@ export class WebhookDeliverer {
     const retryInMs = delivered || retryIn === undefined ? null : jitter(retryIn);
     let retryAt: Date | null;
     try {
-      retryAt = await recordDeliveryAttempt(db, d.id, { delivered, statusCode, error, retryInMs });
+      const written = await recordDeliveryAttempt(db, d.id, { attempt: d.attempt, delivered, statusCode, error, retryInMs });
+      if (!written.recorded) {
+        // claimed again since (this relay stalled past the lease) or ended meanwhile: the newer claim's outcome stands
+        logger.warn('relay.webhook.claim_lost', { ...log, statusCode, reason: error });
+        return;
+      }
+      retryAt = written.retryAt;
     } catch (err) {
       // the lease ends and the attempt is made again: at least once, never lost
       logger.warn('relay.webhook.record_failed', { ...log, err: (err as Error).message });
@@ -225,6 +262,12 @@ export class WebhookDeliverer {
     this.abort.abort(new Error('relay shutting down'));
     await this.idle();
   }
+}
+
+function count(counts: Map<string, number>, key: string, by: number): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n <= 0) counts.delete(key);
+  else counts.set(key, n);
 }
 
 /** ±10 %, so deliveries that failed together do not all come back in the same instant. */

@@ -67,7 +67,7 @@ it('under a steady write load the outbox, the deliveries and the windows plateau
       const ids = await insertOutbox(writers, at, 2, null);
       await markOutboxPublished(writers, ids);
       const [delivery] = await insertDeliveries(writers, at, 1, 'pending', 0);
-      await recordDeliveryAttempt(writers, delivery!, { delivered: true, statusCode: 200, error: null, retryInMs: null });
+      await recordDeliveryAttempt(writers, delivery!, { attempt: 0, delivered: true, statusCode: 200, error: null, retryInMs: null });
       await addRateLimitPoints(writers, { key: `load:${i}`, points: 1, windowMs: 200 });
       // a row counts as written when its tick began: never later than it was
       written.outbox.push(tickAt, tickAt);

@@ -235,9 +235,9 @@ it("a batch's locks block no writer of the service: submit, publish, sweep, deli
       return { published: entries.map((e) => e.id), failed: [] };
     });
     expect(swept.sort()).toEqual([...unsent].sort());
-    const claimed = await claimDueDeliveries(writers, { limit: 10, perEndpoint: 10, leaseMs: 60_000 });
+    const claimed = await claimDueDeliveries(writers, { limit: 10, perProject: 10, perOrganization: 10, leaseMs: 60_000 });
     expect(claimed.map((c) => c.id).sort()).toEqual([...pending].sort());
-    await recordDeliveryAttempt(writers, pending[0]!, { delivered: true, statusCode: 200, error: null, retryInMs: null });
+    await recordDeliveryAttempt(writers, pending[0]!, { attempt: 1, delivered: true, statusCode: 200, error: null, retryInMs: null });
     await insertDeliveries(writers, at, 1, 'pending', 0); // what the terminal-state trigger writes
     await deleteWebhookEndpoint(writers, at.endpointId); // fails the endpoint's pending deliveries
     await addRateLimitPoints(writers, { key: 'lock:live', points: 1, windowMs: 60_000 });

@@ -1,12 +1,12 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { newId } from '@tes/core';
-import { claimExecution, createWebhookEndpoint, listWebhookDeliveries, publishPrices, settleExecution, submitExecution } from '@tes/db';
+import { createWebhookEndpoint, listWebhookDeliveries } from '@tes/db';
 import { createMetrics, createNullLogger } from '@tes/observability';
 import { GuardedHttp } from '@tes/outbound';
 import { seedProject, useTestDatabase } from '@tes/testing';
 import { WebhookDeliverer } from '../src/webhooks';
+import { endedExecution, until } from './webhook-fixtures';
 
 /**
  * The relay's webhook deliveries against a real receiver on loopback: signed as Standard
@@ -45,37 +45,6 @@ function verify(secret: string, r: Received): boolean {
   return String(r.headers['webhook-signature']).split(' ').includes(`v1,${expected}`);
 }
 
-async function endedExecution(projectId: string, keyId: string, status: 'succeeded' | 'failed'): Promise<string> {
-  const { priceVersion } = await publishPrices(db, { hooks: 1 });
-  const id = newId('exe');
-  await submitExecution(db, {
-    id,
-    projectId,
-    apiKeyId: keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category: 'test',
-    arguments: { seconds: 0 },
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros: 100,
-    idempotencyKey: `k-${id}`,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 60_000,
-  });
-  await claimExecution(db, id, 'w', 30_000);
-  await settleExecution(db, {
-    executionId: id,
-    projectId,
-    status,
-    chargedMicros: status === 'succeeded' ? 40 : 0,
-    from: ['running'],
-    leaseOwner: 'w:1',
-    output: { ok: true },
-  });
-  return id;
-}
-
 function deliverer(allowPrivateNetworks: boolean, retryDelaysMs: number[]): WebhookDeliverer {
   return new WebhookDeliverer({
     db,
@@ -89,14 +58,6 @@ function deliverer(allowPrivateNetworks: boolean, retryDelaysMs: number[]): Webh
   });
 }
 
-async function until(what: string, check: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 it('a receiver that fails, then recovers, gets the event signed, with the same id and body on every attempt', async () => {
   const p = await seedProject(db, { creditMicros: 10_000 });
   const rx = await receiver((n) => (n < 2 ? 500 : 204));
@@ -104,7 +65,7 @@ it('a receiver that fails, then recovers, gets the event signed, with the same i
   const d = deliverer(true, [50, 50, 50]);
   d.start();
   try {
-    const id = await endedExecution(p.projectId, p.keyId, 'succeeded');
+    const id = await endedExecution(db, p.projectId, p.keyId, 'succeeded');
     await until('delivery', async () => (await listWebhookDeliveries(db, id))[0]?.status === 'delivered');
     expect(rx.got).toHaveLength(3);
     for (const r of rx.got) expect(verify(endpoint.secret, r)).toBe(true);
@@ -134,8 +95,8 @@ it('gives up after the retry schedule and says why; loopback is refused unless a
   const d = deliverer(false, [30]);
   d.start();
   try {
-    const ignored = await endedExecution(p.projectId, p.keyId, 'succeeded'); // not subscribed
-    const id = await endedExecution(p.projectId, p.keyId, 'failed');
+    const ignored = await endedExecution(db, p.projectId, p.keyId, 'succeeded'); // not subscribed
+    const id = await endedExecution(db, p.projectId, p.keyId, 'failed');
     await until('failure', async () => (await listWebhookDeliveries(db, id))[0]?.status === 'failed');
     const [row] = await listWebhookDeliveries(db, id);
     expect(row).toMatchObject({ status: 'failed', attempts: 2, lastStatusCode: null, nextAttemptAt: null });
@@ -167,7 +128,7 @@ it('with a LISTEN connection, a delivery goes out as its execution ends, not at 
   try {
     await new Promise((r) => setTimeout(r, 300)); // the first poll and the LISTEN are done
     const ended = Date.now();
-    const id = await endedExecution(p.projectId, p.keyId, 'succeeded');
+    const id = await endedExecution(db, p.projectId, p.keyId, 'succeeded');
     await until('delivery', async () => (await listWebhookDeliveries(db, id))[0]?.status === 'delivered', 5_000);
     // a minute's poll would not have found it yet
     expect(Date.now() - ended).toBeLessThan(3_000);
