@@ -21,7 +21,10 @@ async function submit(secret: string, key: string, seconds: number): Promise<str
   return res.body.data.id as string;
 }
 
-type Progress = { queuePosition?: number; estimatedStartAt?: string | null };
+interface Progress {
+  queuePosition?: number;
+  estimatedStartAt?: string | null;
+}
 const progressOf = (e: Record<string, unknown>) => e.progress as Progress;
 
 it('a queued execution shows its place in the fair order in GET, the list and its event stream, and loses it once running', async () => {

@@ -4,7 +4,7 @@ import { iso } from '../time';
 import type { ExecutionView, QueuePlace } from './records';
 
 /** The starts of a category within this window give its recent start rate. */
-export const START_RATE_WINDOW_SECONDS = 300;
+const START_RATE_WINDOW_SECONDS = 300;
 
 /**
  * The place in line of each of these executions that is queued now (the others are absent from
