@@ -82,35 +82,53 @@ export async function queuePlaces(db: Knex, ids: readonly string[]): Promise<Map
              AND x.started_at > tes_now() - (:windowSeconds * interval '1 second')
         ) s
      ),
+     -- each execution asked about against each other project Q with queued work in its category:
+     -- n = r_P + k - r_Q, the executions Q starts before P has caught up (none when negative)
+     pairs AS MATERIALIZED (
+       SELECT me.id, me.category, me.created_at, qp.project_id AS other,
+              coalesce(rp.n, 0) + ahead.k - coalesce(rq.n, 0) AS n
+         FROM me
+         JOIN ahead ON ahead.id = me.id
+         JOIN queued_projects qp ON qp.category = me.category AND qp.project_id IS NOT NULL AND qp.project_id <> me.project_id
+         LEFT JOIN running rp ON rp.category = me.category AND rp.project_id = me.project_id
+         LEFT JOIN running rq ON rq.category = me.category AND rq.project_id = qp.project_id
+     ),
+     -- Q's first queued executions in its order, numbered: as many as the largest n + 1 of any pair
+     -- needs (the (n+1)-th decides the tie), or all Q has when it has fewer
+     heads AS MATERIALIZED (
+       SELECT d.category, d.other, h.j, h.created_at, h.id
+         FROM (SELECT category, other, max(n) + 1 AS wanted FROM pairs GROUP BY category, other HAVING max(n) >= 0) d
+        CROSS JOIN LATERAL (
+          SELECT q.created_at, q.id, row_number() OVER (ORDER BY q.created_at, q.id) AS j
+            FROM (
+              SELECT q.created_at, q.id FROM executions q
+               WHERE q.status = 'queued' AND q.category = d.category AND q.project_id = d.other
+               ORDER BY q.created_at, q.id
+               LIMIT d.wanted
+            ) q
+        ) h
+     ),
+     available AS (SELECT category, other, count(*) AS n FROM heads GROUP BY category, other),
+     -- what each Q starts before X: min(its queued, n), plus its (n+1)-th when that one is older
+     -- than X (at n, Q and P tie on running, and the tie goes to the oldest head). Set-based
+     -- (hash joins on the project and the rank), so a batch of many executions costs a join, not
+     -- a subquery per execution and project.
+     before AS (
+       SELECT p.id,
+              sum(CASE WHEN p.n < 0 THEN 0
+                       ELSE least(a.n, p.n) + CASE WHEN (t.created_at, t.id) < (p.created_at, p.id) THEN 1 ELSE 0 END
+                  END) AS n
+         FROM pairs p
+         LEFT JOIN available a ON a.category = p.category AND a.other = p.other
+         LEFT JOIN heads t ON t.category = p.category AND t.other = p.other AND t.j = p.n + 1
+        GROUP BY p.id
+     ),
      -- materialized: the position is read twice below, and must be computed once
      placed AS MATERIALIZED (
-       SELECT me.id, me.category,
-              1 + ahead.k + coalesce((
-                SELECT sum(o.n)
-                  FROM queued_projects qp
-                 CROSS JOIN LATERAL (
-                   SELECT coalesce((SELECT n FROM running WHERE category = me.category AND project_id = me.project_id), 0)
-                          + ahead.k
-                          - coalesce((SELECT n FROM running WHERE category = me.category AND project_id = qp.project_id), 0) AS caught_up
-                 ) c
-                 CROSS JOIN LATERAL (
-                   -- Q's first caught_up + 1 queued, in its order: all but the last start before X,
-                   -- the last too when it is older than X (the tie goes to the oldest head); none
-                   -- when Q already runs more than P will when X starts
-                   SELECT count(*) FILTER (WHERE h.j <= c.caught_up OR (h.created_at, h.id) < (me.created_at, me.id)) AS n
-                     FROM (
-                       SELECT b.created_at, b.id, row_number() OVER (ORDER BY b.created_at, b.id) AS j
-                         FROM (
-                           SELECT q.created_at, q.id FROM executions q
-                            WHERE q.status = 'queued' AND q.category = me.category AND q.project_id = qp.project_id
-                            ORDER BY q.created_at, q.id
-                            LIMIT greatest(0, c.caught_up + 1)
-                         ) b
-                     ) h
-                 ) o
-                 WHERE qp.category = me.category AND qp.project_id IS NOT NULL AND qp.project_id <> me.project_id
-              ), 0) AS position
-         FROM me JOIN ahead ON ahead.id = me.id
+       SELECT me.id, me.category, 1 + ahead.k + coalesce(before.n, 0) AS position
+         FROM me
+         JOIN ahead ON ahead.id = me.id
+         LEFT JOIN before ON before.id = me.id
      )
      SELECT p.id, p.position,
             CASE WHEN r.started > 0 THEN
