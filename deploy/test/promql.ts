@@ -73,6 +73,9 @@ export const REPLICATED_GAUGES = new Set([
   'tes_reserved_micros_outstanding',
   'tes_needs_review_executions',
   'tes_ledger_audit_ok',
+  'tes_queued_executions',
+  'tes_running_executions',
+  'tes_oldest_queued_execution_age_seconds',
 ]);
 
 export interface Selector {

@@ -181,7 +181,7 @@ export interface paths {
         };
         /**
          * Follow an execution's changes as Server-Sent Events
-         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). A stream lives no longer than its key: if the key is revoked or expires while the stream is open, the stream ends with one `event: error` whose `data:` is the error envelope a new request would get (`platform_api_key_revoked`, `platform_api_key_expired`), and a reconnect is refused with 401. The stream counts once toward the rate limit. Open streams and `Prefer: wait` requests are held connections, shared per gateway replica: a project may hold at most `HELD_CONNECTIONS_PER_PROJECT` (default 200), the projects of one organization together `HELD_CONNECTIONS_PER_ORGANIZATION` (400), and a replica `HELD_CONNECTIONS_PER_PROCESS` (2000). A stream beyond its project's or organization's share is refused `429 rate_limit_exceeded` with `Retry-After: 5` and `details.share`. In a full replica a project holding fewer than the largest holder less one still gets its stream: the largest holder's oldest stream or wait is ended early (a stream just ends, as at a gateway's shutdown, and resumes with `Last-Event-ID`; a wait is answered with the current state), so every project holding connections converges to an equal share of the replica; only when no holder holds two more than the caller is the stream refused (`details.share: process`).
+         * @description A `text/event-stream`. The first event is sent at once with the current state; then one event per change (status, progress, a step starting or ending, `cancelRequested`; while the execution is `queued`, also when its `progress.queuePosition` changes, checked every 5 s, with the same `id` since the execution itself did not change); the stream ends after the event that carries a terminal status (`succeeded`, `failed`, `cancelled`). Each event is `event: execution`, `id:` the execution's version (grows with each change), `data:` the execution exactly as `GET /tools/executions/{id}` returns it. A comment line (`: keep-alive`) every 15 s keeps proxies from closing the connection. Reconnect with `Last-Event-ID` to resume: an event is sent at once if the execution changed since. Works across gateway replicas (a change made anywhere reaches every stream). A stream lives no longer than its key: if the key is revoked or expires while the stream is open, the stream ends with one `event: error` whose `data:` is the error envelope a new request would get (`platform_api_key_revoked`, `platform_api_key_expired`), and a reconnect is refused with 401. The stream counts once toward the rate limit. Open streams and `Prefer: wait` requests are held connections, shared per gateway replica: a project may hold at most `HELD_CONNECTIONS_PER_PROJECT` (default 200), the projects of one organization together `HELD_CONNECTIONS_PER_ORGANIZATION` (400), and a replica `HELD_CONNECTIONS_PER_PROCESS` (2000). A stream beyond its project's or organization's share is refused `429 rate_limit_exceeded` with `Retry-After: 5` and `details.share`. In a full replica a project holding fewer than the largest holder less one still gets its stream: the largest holder's oldest stream or wait is ended early (a stream just ends, as at a gateway's shutdown, and resumes with `Last-Event-ID`; a wait is answered with the current state), so every project holding connections converges to an equal share of the replica; only when no holder holds two more than the caller is the stream refused (`details.share: process`).
          *
          *     ```
          *     curl -N -H "Authorization: Bearer $TES_API_KEY" $TES_URL/tools/executions/exe_…/events
@@ -490,11 +490,23 @@ export interface components {
         } & {
             [key: string]: unknown;
         }) | null;
+        /** @description Where the execution stands. While it is `queued`, also its place in line: `queuePosition` and `estimatedStartAt`, computed when the execution is read from the current queued and running executions of its tool category (never from history); both are absent once it is no longer queued. The order they estimate: within a category, a free worker slot goes to the oldest queued execution of the project with the fewest executions of that category running (ties to the oldest); within one project, first in, first out. */
         Progress: {
             completedSteps: number;
             totalSteps: number;
             /** @description Name of the running step while the execution is running or waiting; otherwise null. */
             currentStep: string | null;
+            /**
+             * @description Only while `queued`: an estimate of the place in line of this execution in its tool category, 1 = the next to start. It counts the queued executions of every project that the fair order starts before this one if nothing ended meanwhile; project and organization limits and executions ending can make the real wait longer or shorter. Read on each GET and list; on the event stream, refreshed every 5 s (an event is sent when it changes).
+             * @example 3
+             */
+            queuePosition?: number;
+            /**
+             * Format: date-time
+             * @description Only while `queued`: when the execution is expected to start, by the service's clock: now plus `queuePosition` times the average time between the starts of the category's executions in the last 5 minutes. null when none of its category started in the last 5 minutes (no honest estimate).
+             * @example 2026-11-26T15:00:04.000Z
+             */
+            estimatedStartAt?: string | null;
         };
         Step: {
             index: number;

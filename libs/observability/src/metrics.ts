@@ -44,6 +44,12 @@ export interface Metrics {
   needsReviewCount: Gauge;
   queueDepth: Gauge<'queue'>;
   queueConsumers: Gauge<'queue'>;
+  /** Executions queued (accepted, waiting for a slot) by tool category; no per-project label (cardinality). */
+  queuedExecutions: Gauge<'category'>;
+  /** Executions running (holding a worker slot) by tool category. */
+  runningExecutions: Gauge<'category'>;
+  /** Age of the oldest queued execution by tool category, by the database clock (0 when none is queued). */
+  oldestQueuedAgeSeconds: Gauge<'category'>;
   ledgerAuditOk: Gauge;
   settledMicros: Counter<'tool'>;
   /** Micros of priced work not charged because the reservation was used up (the quote was too low). */
@@ -184,6 +190,24 @@ export function createMetrics(service: string, withDefaults = true): Metrics {
       name: 'tes_queue_consumers',
       help: 'Consumers attached to a work queue',
       labelNames: ['queue'],
+      registers: [registry],
+    }),
+    queuedExecutions: new Gauge({
+      name: 'tes_queued_executions',
+      help: 'Executions accepted and waiting for a worker slot, by tool category (the database, not the broker)',
+      labelNames: ['category'],
+      registers: [registry],
+    }),
+    runningExecutions: new Gauge({
+      name: 'tes_running_executions',
+      help: 'Executions running, each holding a worker slot, by tool category',
+      labelNames: ['category'],
+      registers: [registry],
+    }),
+    oldestQueuedAgeSeconds: new Gauge({
+      name: 'tes_oldest_queued_execution_age_seconds',
+      help: 'Age of the oldest queued execution by tool category, by the database clock; 0 when none is queued',
+      labelNames: ['category'],
       registers: [registry],
     }),
     ledgerAuditOk,

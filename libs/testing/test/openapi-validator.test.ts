@@ -169,6 +169,20 @@ describe('OpenApiValidator accepts real responses', () => {
     ok('POST', `/tools/executions/${runningRec.id}/cancel`, 202, { data: cancelRequested });
   });
 
+  it('a queued execution with its place in line, with and without an estimated start', () => {
+    const waiting = publicExecution(queued, [], { queuePosition: 3, estimatedStartAt: '2026-11-26T15:00:04.000Z' });
+    expect(waiting.progress).toEqual({ completedSteps: 0, totalSteps: 2, currentStep: null, queuePosition: 3, estimatedStartAt: '2026-11-26T15:00:04.000Z' });
+    ok('GET', `/tools/executions/${queued.id}`, 200, { data: waiting });
+    ok('GET', `/tools/executions/${queued.id}`, 200, { data: publicExecution(queued, [], { queuePosition: 1, estimatedStartAt: null }) });
+    ok('GET', '/tools/executions', 200, { data: [waiting], hasMore: false, nextBefore: null });
+    // a place read just before a claim is not shown on the running execution
+    expect(publicExecution(runningRec, [], { queuePosition: 1, estimatedStartAt: null }).progress).not.toHaveProperty('queuePosition');
+    // position 0 or a time of another form is not what the document promises
+    const rejected = (body: unknown) => validator.validate('GET', `/tools/executions/${queued.id}`, 200, headers(), body);
+    expect(rejected({ data: publicExecution(queued, [], { queuePosition: 0, estimatedStartAt: null }) })).toHaveLength(1);
+    expect(rejected({ data: publicExecution(queued, [], { queuePosition: 2, estimatedStartAt: '2026-11-26 15:00' }) }).length).toBeGreaterThan(0);
+  });
+
   it('execution lists, with a query string', () => {
     ok('GET', '/tools/executions', 200, { data: [], hasMore: false, nextBefore: null });
     ok('GET', `/tools/executions?limit=2&status=succeeded&tool=test.sleep`, 200, { data: [succeeded, failed], hasMore: true, nextBefore: failed.id });

@@ -17,6 +17,7 @@ import {
   setMonthlyCap,
   settleExecution,
 } from '@tes/db';
+import { QUEUE_COMMANDS } from './queue-commands';
 import { READ_COMMANDS } from './read-commands';
 import { idOption, micros, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 import { WEBHOOK_COMMANDS } from './webhook-commands';
@@ -249,6 +250,7 @@ export const COMMANDS: CommandSpec[] = [
   },
   ...WEBHOOK_COMMANDS,
   ...READ_COMMANDS,
+  ...QUEUE_COMMANDS,
   {
     name: 'dev seed',
     summary: 'Create an organization, a project with $100 and an all-scopes ADMIN key; print them.',

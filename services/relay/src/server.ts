@@ -83,6 +83,7 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
     metrics,
     logger,
     queues: catalog.categories().map((c) => names.queueFor(c)),
+    categories: catalog.categories(),
     intervalMs: config.stateMetricsIntervalMs,
     auditIntervalMs: config.ledgerAuditIntervalMs,
   });

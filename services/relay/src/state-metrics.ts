@@ -1,6 +1,6 @@
 import type { Channel } from 'amqplib';
 import type { Knex } from 'knex';
-import { auditLedgerPass } from '@tes/db';
+import { auditLedgerPass, categoryQueueStates } from '@tes/db';
 import type { AmqpClient } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
@@ -14,6 +14,8 @@ export interface StateMetricsOptions {
   logger: Logger;
   /** Work queues to watch (their depth drives autoscaling). */
   queues: string[];
+  /** Tool categories whose queued/running gauges are reported even at 0 (the catalog's). */
+  categories?: string[];
   intervalMs: number;
   auditIntervalMs: number;
 }
@@ -21,7 +23,9 @@ export interface StateMetricsOptions {
 /**
  * Gauges of the system's state, read by the relay (one per deployment suffices; with two,
  * both report the same values): queue depth and consumers per work queue, reserved money
- * outstanding, executions waiting for an operator, and the ledger audit's verdict. The audit is
+ * outstanding, executions waiting for an operator, queued and running executions and the oldest
+ * queued age per tool category (from the database: the broker's depth says nothing of work a
+ * fair claim leaves queued), and the ledger audit's verdict. The audit is
  * the incremental pass (auditLedgerPass): it reads what was written since the last pass and
  * every project's balances, so its cost follows the write rate, never the size of history; it
  * runs on its own period. With several relays one pass runs at a time and the others report
@@ -34,8 +38,12 @@ export class StateMetrics {
   private running: Promise<unknown> | undefined;
   private auditing: Promise<void> | undefined;
   private stopping = false;
+  /** Categories reported so far: one whose line empties is set to 0, not left at its last value. */
+  private readonly categories: Set<string>;
 
-  constructor(private readonly o: StateMetricsOptions) {}
+  constructor(private readonly o: StateMetricsOptions) {
+    this.categories = new Set(o.categories ?? []);
+  }
 
   async start(): Promise<void> {
     await this.o.amqp.addSetup(async (conn) => {
@@ -74,6 +82,14 @@ export class StateMetrics {
       );
       metrics.reservedMicrosOutstanding.set(row.rows[0]?.reserved ?? 0);
       metrics.needsReviewCount.set(row.rows[0]?.review ?? 0);
+      const states = new Map((await categoryQueueStates(db)).map((s) => [s.category, s]));
+      for (const category of states.keys()) this.categories.add(category);
+      for (const category of this.categories) {
+        const s = states.get(category);
+        metrics.queuedExecutions.set({ category }, s?.queued ?? 0);
+        metrics.runningExecutions.set({ category }, s?.running ?? 0);
+        metrics.oldestQueuedAgeSeconds.set({ category }, s?.oldestQueuedAgeSeconds ?? 0);
+      }
       const ch = this.channel;
       if (ch) {
         for (const queue of this.o.queues) {

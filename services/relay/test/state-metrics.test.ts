@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
-import { createDb } from '@tes/db';
+import { newId } from '@tes/core';
+import { claimExecution, createDb, publishPrices, submitExecution } from '@tes/db';
 import { AmqpClient } from '@tes/messaging';
 import { createLogger, createMetrics } from '@tes/observability';
 import { CaptureTransport, createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
@@ -100,3 +101,59 @@ test('start() does not wait for the audit: a relay catching up on a backlog serv
   await holder.destroy();
   await own.drop();
 }, 60_000);
+
+test('queued and running executions and the oldest queued age per category, at 0 once a line empties (issue #25)', async () => {
+  const logger = createLogger({ service: 'test', transports: [new CaptureTransport()] });
+  const metrics = createMetrics('relay', false);
+  const db: Knex = createDb({ url: database.url, poolMax: 2 });
+  const amqp = new AmqpClient({ url: 'amqp://guest:guest@127.0.0.1:5672', logger, name: 'test-state-metrics-queue' });
+  const state = new StateMetrics({ db, amqp, metrics, logger, queues: [], categories: ['image', 'test'], intervalMs: 60_000, auditIntervalMs: 60_000 });
+  const gauge = async (name: string, category: string) =>
+    (await metrics.registry.getSingleMetric(name)!.get()).values.find((v) => v.labels.category === category)?.value;
+  try {
+    const p = await seedProject(db, { creditMicros: 1_000 });
+    const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
+    const submit = async (category: string) => {
+      const id = newId('exe');
+      await submitExecution(db, {
+        id,
+        projectId: p.projectId,
+        apiKeyId: p.keyId,
+        tool: 'test.sleep',
+        model: 'sleep',
+        category,
+        arguments: {},
+        priceVersion,
+        totalSteps: 1,
+        reservedMicros: 1,
+        idempotencyKey: id,
+        requestDigest: 'd',
+        dispatchDeadlineMs: 600_000,
+      });
+      return id;
+    };
+    const oldest = await submit('test');
+    await db.raw(`UPDATE executions SET created_at = tes_now() - interval '120 seconds' WHERE id = ?`, [oldest]);
+    const second = await submit('test');
+    await claimExecution(db, await submit('test'), 'w', 600_000);
+    await state.collect();
+    expect(await gauge('tes_queued_executions', 'test')).toBe(2);
+    expect(await gauge('tes_running_executions', 'test')).toBe(1);
+    expect(await gauge('tes_oldest_queued_execution_age_seconds', 'test')).toBeGreaterThanOrEqual(120);
+    expect(await gauge('tes_oldest_queued_execution_age_seconds', 'test')).toBeLessThan(130);
+    // a catalog category with nothing queued or running is reported, at 0
+    expect(await gauge('tes_queued_executions', 'image')).toBe(0);
+    expect(await gauge('tes_oldest_queued_execution_age_seconds', 'image')).toBe(0);
+
+    // the line empties: the gauges say so, they do not keep their last value
+    await claimExecution(db, oldest, 'w', 600_000);
+    await claimExecution(db, second, 'w', 600_000);
+    await state.collect();
+    expect(await gauge('tes_queued_executions', 'test')).toBe(0);
+    expect(await gauge('tes_running_executions', 'test')).toBe(3);
+    expect(await gauge('tes_oldest_queued_execution_age_seconds', 'test')).toBe(0);
+  } finally {
+    await state.stop();
+    await db.destroy();
+  }
+});

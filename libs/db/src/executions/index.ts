@@ -4,3 +4,5 @@ export * from './lease';
 export * from './steps';
 export * from './settle';
 export * from './public';
+export * from './queue-position';
+export * from './queue-state';

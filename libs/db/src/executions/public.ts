@@ -1,4 +1,4 @@
-import type { ExecutionRecord, StepRecord } from './records';
+import type { ExecutionRecord, QueuePlace, StepRecord } from './records';
 
 /** The fields of an execution the public object shows (a webhook's snapshot holds just these). */
 export type PublicExecutionFields = Pick<
@@ -24,9 +24,11 @@ export type PublicStepFields = Pick<StepRecord, 'executionId' | 'index' | 'name'
 
 /**
  * The public execution object of api-contract.md, as GET answers it, as its event stream sends it
- * and as its webhooks carry it. Never file bytes, never a URL.
+ * and as its webhooks carry it. Never file bytes, never a URL. `place`, read by queuePlaces() for
+ * a queued execution, adds progress.queuePosition and progress.estimatedStartAt; they are shown
+ * only while the execution is queued (a place read just before a claim is dropped).
  */
-export function publicExecution(e: PublicExecutionFields, steps: readonly PublicStepFields[]): Record<string, unknown> {
+export function publicExecution(e: PublicExecutionFields, steps: readonly PublicStepFields[], place?: QueuePlace | null): Record<string, unknown> {
   const own = steps.filter((s) => s.executionId === e.id).sort((a, b) => a.index - b.index);
   const running = own.find((s) => s.status === 'running');
   return {
@@ -44,6 +46,7 @@ export function publicExecution(e: PublicExecutionFields, steps: readonly Public
       completedSteps: own.filter((s) => s.status === 'succeeded').length,
       totalSteps: e.totalSteps,
       currentStep: e.status === 'running' || e.status === 'waiting' ? (running?.name ?? null) : null,
+      ...(e.status === 'queued' && place ? { queuePosition: place.queuePosition, estimatedStartAt: place.estimatedStartAt } : {}),
     },
     steps: own.map((s) => ({
       index: s.index,

@@ -209,6 +209,16 @@ export interface ExecutionView {
    * the id of its server-sent events.
    */
   version: number;
+  /** Its place in line while queued, where the reader asked for it (withQueuePlace). */
+  queue?: QueuePlace | null;
+}
+
+/** A queued execution's place in line (queue-position.ts): what progress.queuePosition and progress.estimatedStartAt show. */
+export interface QueuePlace {
+  /** 1 = the next execution of its category the fair order starts; n = n - 1 start before it. */
+  queuePosition: number;
+  /** The database clock plus position / the category's recent start rate; null without a recent start. */
+  estimatedStartAt: string | null;
 }
 
 const TIMESTAMP_COLUMNS = new Set<string>(['created_at', 'started_at', 'finished_at']);

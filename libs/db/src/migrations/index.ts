@@ -24,6 +24,7 @@ import * as m40 from './20261126000040_ledger_audit_cursor';
 import * as m50 from './20261126000050_retention_indexes';
 import * as m70 from './20261126000070_webhook_event_snapshot';
 import * as m81 from './20261126000081_janitor_claims';
+import * as m110 from './20261126000110_queue_position_indexes';
 import * as m120 from './20261126000120_webhook_project_share';
 
 /** Append-only list; knex records each name in knex_migrations. */
@@ -53,5 +54,6 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000050_retention_indexes', m50],
   ['20261126000070_webhook_event_snapshot', m70],
   ['20261126000081_janitor_claims', m81],
+  ['20261126000110_queue_position_indexes', m110],
   ['20261126000120_webhook_project_share', m120],
 ];

@@ -1,6 +1,14 @@
 import type { Knex } from 'knex';
 import { isTerminal } from '@tes/core';
-import { EXECUTION_CHANGES_CHANNEL, getExecutionVersions, getExecutionWithSteps, NotificationListener, type ExecutionView } from '@tes/db';
+import {
+  EXECUTION_CHANGES_CHANNEL,
+  getExecutionVersions,
+  getExecutionWithSteps,
+  NotificationListener,
+  queuePlaces,
+  withQueuePlace,
+  type ExecutionView,
+} from '@tes/db';
 import type { Logger } from '@tes/observability';
 
 type Watcher = (view: ExecutionView) => void;
@@ -13,6 +21,8 @@ interface Watched {
   again: boolean;
   /** The version of the last view handed to the watchers (-1: none yet). */
   version: number;
+  /** The last view handed to the watchers: a queued one is handed again when its place in line moves. */
+  last?: ExecutionView;
 }
 
 /** Executions whose versions one re-sync query checks. */
@@ -24,6 +34,8 @@ export interface ChangeHubOptions {
   logger: Logger;
   /** Every watched execution is read again this often whatever the notifications said (default 15 s). */
   resyncMs?: number;
+  /** The places in line of the watched queued executions are read again this often (default 5 s). */
+  queueRefreshMs?: number;
 }
 
 /**
@@ -37,11 +49,21 @@ export interface ChangeHubOptions {
  * braces, every `resyncMs`, the versions of every watched execution are read (one statement per
  * 500) and only those that changed are read in full: a re-sync of thousands of streams is a few
  * small queries, not a burst of full reads that would delay the changes arriving meanwhile.
+ *
+ * A queued execution's place in line (progress.queuePosition) moves with other executions'
+ * claims, which notify nobody watching it: fanning every claim out to every stream of the
+ * category would cost each claim as many reads as there are streams. Instead every
+ * `queueRefreshMs` the places of the watched executions that are queued are read (one statement
+ * per 500, the same for any number of watchers) and a view is handed again, with the same
+ * version, to the watchers of those whose position changed. So a position is at most
+ * `queueRefreshMs` old, and the cost follows the queued executions someone watches, not the
+ * claims.
  */
 export class ChangeHub {
   private readonly watched = new Map<string, Watched>();
   private readonly listener: NotificationListener;
   private readonly resync: NodeJS.Timeout;
+  private readonly queueRefresh: NodeJS.Timeout;
   private stopped = false;
   private readonly onStop = new Set<() => void>();
 
@@ -62,6 +84,8 @@ export class ChangeHub {
     });
     this.resync = setInterval(() => void this.resyncAll(), o.resyncMs ?? 15_000);
     this.resync.unref();
+    this.queueRefresh = setInterval(() => void this.refreshPlaces(), o.queueRefreshMs ?? 5_000);
+    this.queueRefresh.unref();
   }
 
   start(): Promise<void> {
@@ -148,6 +172,42 @@ export class ChangeHub {
     }
   }
 
+  private refreshingPlaces = false;
+
+  /** Reads the places in line of the watched queued executions and hands again the views whose position moved. */
+  private async refreshPlaces(): Promise<void> {
+    if (this.refreshingPlaces || this.stopped) return;
+    this.refreshingPlaces = true;
+    try {
+      const queued = [...this.watched].filter(([, w]) => w.last?.execution.status === 'queued').map(([id]) => id);
+      for (let i = 0; i < queued.length && !this.stopped; i += RESYNC_BATCH) {
+        const batch = queued.slice(i, i + RESYNC_BATCH);
+        const before = new Map(batch.map((id) => [id, this.watched.get(id)?.last]));
+        const places = await queuePlaces(this.o.db, batch);
+        for (const id of batch) {
+          const w = this.watched.get(id);
+          const last = before.get(id);
+          // a read handed a newer view meanwhile: that one stands
+          if (!w || !last || w.last !== last || w.reading) continue;
+          const place = places.get(id);
+          // no longer queued: its change is notified, and read in full then (or by the re-sync)
+          if (!place || place.queuePosition === last.queue?.queuePosition) continue;
+          this.hand(w, { ...last, queue: place });
+        }
+      }
+    } catch (err) {
+      this.o.logger.warn('gateway.push.queue_refresh_failed', { err: (err as Error).message });
+    } finally {
+      this.refreshingPlaces = false;
+    }
+  }
+
+  private hand(w: Watched, view: ExecutionView): void {
+    w.version = Math.max(w.version, view.version);
+    w.last = view;
+    for (const watcher of [...w.watchers]) watcher(view);
+  }
+
   /**
    * Reads a watched execution now and hands it to its watchers. A new watcher calls it once: a
    * change that committed between its own read and its watch was notified before anyone here
@@ -167,10 +227,9 @@ export class ChangeHub {
     }
     w.reading = true;
     getExecutionWithSteps(this.o.db, w.projectId, id)
+      .then((view) => (view ? withQueuePlace(this.o.db, view) : null))
       .then((view) => {
-        if (!view) return;
-        w.version = Math.max(w.version, view.version);
-        for (const watcher of [...w.watchers]) watcher(view);
+        if (view) this.hand(w, view);
       })
       .catch((err: unknown) => this.o.logger.warn('gateway.push.read_failed', { executionId: id, err: (err as Error).message }))
       .finally(() => {
@@ -186,6 +245,7 @@ export class ChangeHub {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.resync);
+    clearInterval(this.queueRefresh);
     for (const fn of [...this.onStop]) fn();
     this.onStop.clear();
     await this.listener.stop();

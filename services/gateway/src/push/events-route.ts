@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import { AppError, isId, isTerminal } from '@tes/core';
-import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes/db';
+import { getExecutionWithSteps, publicExecution, withQueuePlace, type ExecutionView } from '@tes/db';
 import type { GatewayDeps } from '../context';
 import { httpFor } from '../errors';
 import type { KeyLoss } from '../key-cache';
@@ -19,7 +19,9 @@ const HELD_RETRY_AFTER_SECONDS = 5;
  * first event carries the current state at once (with Last-Event-ID: only if the execution
  * changed since that version); then one event per change, each `event: execution`, `id:` the
  * execution's version, `data:` the execution as GET shows it; the stream ends after the event
- * that carries a terminal status. Changes come from any process through the ChangeHub (Postgres
+ * that carries a terminal status. While the execution is queued, an event is also sent, with the
+ * same id, when its place in line (progress.queuePosition) moves: the ChangeHub reads the places
+ * of the queued executions it watches every 5 s. Changes come from any process through the ChangeHub (Postgres
  * LISTEN/NOTIFY); a stream holds no database connection between them. A gateway that stops ends
  * its streams, and the client resumes on another with Last-Event-ID.
  *
@@ -43,8 +45,9 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }:
     body: 'none',
     handle: async ({ req, res, auth }) => {
       const id = req.params.id as string;
-      const first = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
-      if (!first) throw new AppError('execution_not_found');
+      const found = isId('exe', id) ? await getExecutionWithSteps(db, auth.projectId, id) : null;
+      if (!found) throw new AppError('execution_not_found');
+      const first = await withQueuePlace(db, found);
       const resumeFrom = lastEventId(req.get('last-event-id'));
       let end: () => void = () => undefined;
       const place = held.take(auth, 'stream', () => end());
@@ -67,6 +70,8 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }:
       metrics.openStreams.inc();
 
       let sent = resumeFrom ?? -1;
+      // the queue position sent with version `sent` (unknown after a resume: the current one is sent)
+      let sentPosition: number | undefined;
       let ended = false;
       end = () => {
         if (ended) return;
@@ -80,8 +85,11 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }:
         res.end();
       };
       const send = (view: ExecutionView) => {
-        if (ended || view.version <= sent) return;
+        if (ended || view.version < sent) return;
+        const position = view.queue?.queuePosition;
+        if (view.version === sent && (position === undefined || position === sentPosition)) return;
         sent = view.version;
+        sentPosition = position;
         writeEvent(res, view);
         if (isTerminal(view.execution.status)) end();
       };
@@ -107,7 +115,7 @@ export function streamExecutionEventsRoute({ db, changes, metrics, keys, held }:
 }
 
 function writeEvent(res: Response, view: ExecutionView): void {
-  const data = JSON.stringify(publicExecution(view.execution, view.steps));
+  const data = JSON.stringify(publicExecution(view.execution, view.steps, view.queue));
   res.write(`event: execution\nid: ${view.version}\ndata: ${data}\n\n`);
 }
 

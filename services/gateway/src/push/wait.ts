@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import { AppError, isTerminal } from '@tes/core';
-import { getExecutionWithSteps, publicExecution, type ExecutionView } from '@tes/db';
+import { getExecutionWithSteps, publicExecution, withQueuePlace, type ExecutionView } from '@tes/db';
 import type { KeyCache, KeyLoss } from '../key-cache';
 import type { ChangeHub } from './change-hub';
 import { isRefusal, type HeldConnections } from './held-connections';
@@ -73,13 +73,13 @@ export async function waitForEnd(
   }
   // answered with the state as it is now (not as it was when the wait began)
   const now = await getExecutionWithSteps(hub.db, caller.projectId, view.execution.id);
-  const latest = now ?? view;
+  const latest = now ? await withQueuePlace(hub.db, now) : view;
   return { view: latest, applied: isTerminal(latest.execution.status) };
 }
 
-/** The body of an execution answer. */
+/** The body of an execution answer (with its place in line where the view carries one: withQueuePlace). */
 export function executionBody(view: ExecutionView): { data: Record<string, unknown> } {
-  return { data: publicExecution(view.execution, view.steps) };
+  return { data: publicExecution(view.execution, view.steps, view.queue) };
 }
 
 /** Marks an answer that honoured the wait (the execution ended within it). */

@@ -1,11 +1,14 @@
 import { AppError, isId } from '@tes/core';
-import { getExecutionWithSteps } from '@tes/db';
+import { getExecutionWithSteps, withQueuePlace } from '@tes/db';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import { sendJson } from '../respond';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 
-/** One execution of the caller's project, with its steps; with `Prefer: wait=N`, once it ended or after N seconds. */
+/**
+ * One execution of the caller's project, with its steps (and its place in line while queued);
+ * with `Prefer: wait=N`, once it ended or after N seconds.
+ */
 export function getExecutionRoute({ db, changes, keys, held }: GatewayDeps): KeyRoute {
   return {
     method: 'get',
@@ -19,7 +22,7 @@ export function getExecutionRoute({ db, changes, keys, held }: GatewayDeps): Key
       if (!found) throw new AppError('execution_not_found');
       const wait = preferredWaitSeconds(req);
       if (wait === null) {
-        sendJson(res, 200, executionBody(found));
+        sendJson(res, 200, executionBody(await withQueuePlace(db, found)));
         return;
       }
       const { view, applied } = await waitForEnd(

@@ -1,5 +1,5 @@
 import type { ExecutionStatus } from '@tes/core';
-import { getSteps, listExecutions, publicExecution } from '@tes/db';
+import { getSteps, listExecutions, publicExecution, queuePlaces } from '@tes/db';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 
@@ -11,7 +11,7 @@ interface ListQuery {
   tool?: string;
 }
 
-/** The project's executions, newest first, a page at a time. */
+/** The project's executions, newest first, a page at a time; the queued ones with their place in line. */
 export function listExecutionsRoute({ db }: GatewayDeps): KeyRoute<undefined, ListQuery> {
   return {
     method: 'get',
@@ -27,13 +27,19 @@ export function listExecutionsRoute({ db }: GatewayDeps): KeyRoute<undefined, Li
         status: query.status,
         tool: query.tool,
       });
-      const steps = await getSteps(
-        db,
-        auth.projectId,
-        items.map((e) => e.id),
-      );
+      const [steps, places] = await Promise.all([
+        getSteps(
+          db,
+          auth.projectId,
+          items.map((e) => e.id),
+        ),
+        queuePlaces(
+          db,
+          items.filter((e) => e.status === 'queued').map((e) => e.id),
+        ),
+      ]);
       res.json({
-        data: items.map((e) => publicExecution(e, steps)),
+        data: items.map((e) => publicExecution(e, steps, places.get(e.id))),
         hasMore,
         nextBefore: hasMore ? (items[items.length - 1]?.id ?? null) : null,
       });
