@@ -4,3 +4,4 @@ export * from './lease';
 export * from './steps';
 export * from './settle';
 export * from './public';
+export * from './fair-share';
