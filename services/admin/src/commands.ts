@@ -19,6 +19,7 @@ import {
 } from '@tes/db';
 import { READ_COMMANDS } from './read-commands';
 import { idOption, micros, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
+import { QUEUE_COMMANDS } from './queue-commands';
 import { WEBHOOK_COMMANDS } from './webhook-commands';
 
 async function devSeed(db: Knex): Promise<{ organizationId: string; projectId: string; keyId: string; secret: string; availableMicros: number }> {
@@ -237,6 +238,7 @@ export const COMMANDS: CommandSpec[] = [
     run: (db, _opts, _positionals, note) => auditLedger(db, { progress: (text) => note(`ledger audit: ${text}`) }),
   },
   ...WEBHOOK_COMMANDS,
+  ...QUEUE_COMMANDS,
   ...READ_COMMANDS,
   {
     name: 'dev seed',
