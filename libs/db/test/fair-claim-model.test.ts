@@ -13,6 +13,7 @@ import {
   type ClaimedExecution,
 } from '@tes/db';
 import { addKey, useTestDatabase } from '@tes/testing';
+import * as previous from './previous-release/statements';
 
 /**
  * The fair-share claim (issue #25) against a reference model of its order (README, Fair share):
@@ -149,7 +150,10 @@ const claim = (category: string, owner: string): Promise<ClaimedExecution | null
 
 /** Limits read from the database, not the model: what really runs. */
 async function assertLimits(category: string, model: Model): Promise<void> {
-  const rows = await db('executions').select('project_id').count({ n: '*' }).where({ category, status: 'running' }).groupBy('project_id');
+  const { rows } = await db.raw<{ rows: { project_id: string; n: string }[] }>(
+    `SELECT project_id, count(*) AS n FROM executions WHERE category = ? AND status = 'running' GROUP BY project_id`,
+    [category],
+  );
   const byOrg = new Map<string, number>();
   for (const r of rows) {
     const p = model.projects.find((x) => x.id === r.project_id)!;
@@ -254,4 +258,22 @@ it('while one project floods a category, another project with nothing running is
   // the flood's 29 older executions do not go first: the quiet project runs nothing
   const next = (await claim(category, 'wrk_b'))!;
   expect(next.id).toBe(late.id);
+});
+
+it('a worker of the previous release claims by id beside the fair claim: nothing is claimed twice, and the fair claim counts its work', async () => {
+  const category = 'fairmixed';
+  const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
+  const { model } = await setup(category, 7);
+  const p = model.projects[0]!;
+  const q = [];
+  for (let i = 0; i < 4; i++) q.push(await submit(category, p, priceVersion));
+  // the old worker takes the second by id; the fair claim takes the head, then skips the taken one
+  expect(await previous.claim(db, q[1]!.id, 'wrk_old', 60_000)).toMatchObject({ leaseOwner: 'wrk_old' });
+  expect((await claim(category, 'wrk_new'))!.id).toBe(q[0]!.id);
+  expect(await previous.claim(db, q[0]!.id, 'wrk_old', 60_000)).toBeNull();
+  expect((await claim(category, 'wrk_new'))!.id).toBe(q[2]!.id);
+  // the default limit is 3, and the old worker's claim counts toward it
+  expect(await claim(category, 'wrk_new')).toBeNull();
+  const running = await db('executions').count({ n: '*' }).where({ category, status: 'running' }).first();
+  expect(Number(running!.n)).toBe(3);
 });
