@@ -85,14 +85,15 @@ async function flood(workers: number, kill: boolean): Promise<void> {
       expect(exit?.signal).toBe('SIGKILL');
     }
     const quiet = await ended(cluster, await submit(bc, 'quiet', 0.2), 60_000);
-    figures[name] = { idle: idle.ms, quietDuringFlood: quiet.ms };
+    const figure: Record<string, number> = { idle: idle.ms, quietDuringFlood: quiet.ms };
+    figures[name] = figure;
     expect(quiet.status).toBe('succeeded');
     expect(quiet.ms).toBeLessThan(5_000);
 
     // every execution ends, with the dispatch deadline out of the way
     const started = Date.now();
     const results = await Promise.all(floodIds.map((id) => ended(cluster, id, 150_000)));
-    figures[name]!.floodDrained = Date.now() - started;
+    figure.floodDrained = Date.now() - started;
     expect(results.filter((r) => r.status !== 'succeeded')).toEqual([]);
     expect((await auditLedger(cluster.db)).problems).toEqual([]);
   } finally {

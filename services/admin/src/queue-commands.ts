@@ -102,6 +102,6 @@ export const QUEUE_COMMANDS: CommandSpec[] = [
         share: settings.projectSlotShare ?? DEFAULT_SHARE,
         top: o.top === undefined ? 20 : wholeNumber(optional(o, 'top'), '--top', 1, 1000),
       }),
-    render: renderQueue as (result: never) => string,
+    render: renderQueue,
   },
 ];

@@ -117,7 +117,6 @@ export class StepEngine {
       logger.error('worker.message.malformed', {});
       return 'dead';
     }
-    const { executionId } = message;
     if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
     // Once the claim is durable the database carries the work (the lease, and the reaper when
     // it expires): a message need not stay unacked for the length of the slot's work, and must

@@ -92,7 +92,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   // next; meanwhile the row ages out, and the claims count this worker's own slots at worst.
   await heartbeatWorkerSlots(db, workerId, slots);
   const heartbeat = setInterval(() => {
-    heartbeatWorkerSlots(db, workerId, slots).catch((err: Error) => logger.warn('worker.slots.heartbeat_failed', { err: err.message }));
+    heartbeatWorkerSlots(db, workerId, slots).catch((err: unknown) => logger.warn('worker.slots.heartbeat_failed', { err: (err as Error).message }));
   }, WORKER_SLOTS_HEARTBEAT_MS);
   const stopHeartbeat = async () => {
     clearInterval(heartbeat);
