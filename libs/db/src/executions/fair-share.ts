@@ -11,7 +11,7 @@ import type { ClaimedExecution } from './lease';
 /** How often a worker writes its slots to worker_slots. */
 export const WORKER_SLOTS_HEARTBEAT_MS = 10_000;
 /** A worker_slots row older than this no longer counts (its worker stopped or died). */
-export const WORKER_SLOTS_LIVE_MS = 30_000;
+const WORKER_SLOTS_LIVE_MS = 30_000;
 /** Rows older than this are deleted by the heartbeats, so the table holds live workers only. */
 const WORKER_SLOTS_PRUNE_MS = 10 * 60_000;
 
