@@ -143,8 +143,11 @@ export class StepEngine {
       // expired (renewals failing for longer than the TTL) and the reaper re-dispatched it, but
       // the run here is still going; a second run in the same process would race the first.
       // The fair pick takes queued work only, so it can never start a second run of it.
-      execution = runningHere ? null : await this.claim(() => resumeExecution(this.deps.db, executionId, this.deps.workerId, this.deps.leaseTtlMs));
-      execution ??= await this.claimNext(category);
+      // One span for the message's claim, named by what it took (the message's execution if none).
+      execution = await this.claim('execution.claim', executionId, async () => {
+        const resumed = runningHere ? null : await resumeExecution(this.deps.db, executionId, this.deps.workerId, this.deps.leaseTtlMs);
+        return resumed ?? (await this.fairNext(category));
+      });
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       logger.warn('worker.execution.deferred', { executionId, reason: 'infrastructure', err: (err as Error).message });
@@ -174,7 +177,7 @@ export class StepEngine {
       if (ended !== 'next') return ended;
       if (!this.claiming || this.shutdown.signal.aborted) return 'ack';
       try {
-        execution = await this.claimNext(category);
+        execution = await this.claim('execution.claim_next', null, () => this.fairNext(category));
       } catch (err) {
         if (!isConnectionError(err)) throw err;
         // The execution this slot ran has ended: nothing of the message is left to give back.
@@ -185,26 +188,28 @@ export class StepEngine {
     }
   }
 
-  private claim(run: () => Promise<ClaimedExecution | null>): Promise<ClaimedExecution | null> {
+  /** A claim in its span; when its statement was sent is kept for the lease keeper (it counts the TTL from it). */
+  private claim(span: string, messageId: string | null, run: () => Promise<ClaimedExecution | null>): Promise<ClaimedExecution | null> {
     const claimSentAt = performance.now();
-    return withSpan('execution.claim', run).then((e) => {
+    return withSpan(span, async (s) => {
+      const e = await run();
+      const id = e?.id ?? messageId;
+      if (id) s.setAttribute('tes.execution.id', id);
       if (e) this.claimSentAt.set(e.id, claimSentAt);
       return e;
     });
   }
 
   /** The next queued execution of the category in the fair order, within the limits (claimNextFair). */
-  private claimNext(category: string): Promise<ClaimedExecution | null> {
+  private fairNext(category: string): Promise<ClaimedExecution | null> {
     const { db, workerId, leaseTtlMs } = this.deps;
-    return this.claim(() =>
-      claimNextFair(db, {
-        category,
-        owner: workerId,
-        leaseTtlMs,
-        share: this.deps.projectSlotShare ?? DEFAULT_PROJECT_SLOT_SHARE,
-        ownSlots: this.deps.slots?.[category] ?? 1,
-      }),
-    );
+    return claimNextFair(db, {
+      category,
+      owner: workerId,
+      leaseTtlMs,
+      share: this.deps.projectSlotShare ?? DEFAULT_PROJECT_SLOT_SHARE,
+      ownSlots: this.deps.slots?.[category] ?? 1,
+    });
   }
 
   /**
