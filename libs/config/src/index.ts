@@ -78,6 +78,11 @@ export interface Config {
   readonly workerConcurrency: number;
   /** Per-category concurrency from WORKER_QUEUES entries like `video:1` (else workerConcurrency). */
   readonly workerConcurrencyByQueue: Readonly<Record<string, number>>;
+  /**
+   * The share of a category's live worker slots one project, or one organization, may hold by
+   * default (at least one slot); operators override it per project (admin projects set-limit).
+   */
+  readonly projectSlotShare: number;
   readonly enableTestTools: boolean;
   readonly rateLimitPerMinute: number;
   readonly logLevel: string;
@@ -249,6 +254,13 @@ export function loadConfig(env: Env = process.env): Config {
     }
     return n;
   };
+  /** A share of a whole: more than 0, at most 1. */
+  const share = (name: string, fallback: number): number => {
+    const n = fraction(name, fallback);
+    if (n > 0) return n;
+    problems.push(`${name} must be more than 0 (a project with no share could never run), got "${env[name]}"`);
+    return fallback;
+  };
   /** A comma-separated list of 1 to 30 delays in ms, each from 100 ms to 24 h. */
   const delays = (name: string, fallback: readonly number[]): readonly number[] => {
     const raw = env[name];
@@ -365,6 +377,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerQueues,
     workerConcurrency: int('WORKER_CONCURRENCY', 4, 1, 256),
     workerConcurrencyByQueue,
+    projectSlotShare: share('PROJECT_SLOT_SHARE', 0.5),
     enableTestTools: bool('ENABLE_TEST_TOOLS', false),
     rateLimitPerMinute: int('RATE_LIMIT_PER_MINUTE', 120, 1, 10_000_000),
     logLevel,

@@ -107,6 +107,13 @@ describe('loadConfig', () => {
     for (const p of problems) expect(p).toMatch(new RegExp(`^(${name}|S3_PUBLIC_ENDPOINT) `));
   });
 
+  it('takes PROJECT_SLOT_SHARE as a share above 0 and at most 1, 0.5 by default', () => {
+    expect(loadConfig({}).projectSlotShare).toBe(0.5);
+    expect(loadConfig({ PROJECT_SLOT_SHARE: '0.25' }).projectSlotShare).toBe(0.25);
+    expect(loadConfig({ PROJECT_SLOT_SHARE: '1' }).projectSlotShare).toBe(1);
+    for (const bad of ['0', '1.5', '-0.5', 'half']) expect(problemsOf({ PROJECT_SLOT_SHARE: bad })).toEqual([expect.stringMatching(/^PROJECT_SLOT_SHARE /)]);
+  });
+
   it('accepts the presign TTL bound itself', () => {
     expect(loadConfig({ PRESIGN_TTL_SECONDS: '300' }).presignTtlSeconds).toBe(300);
     expect(loadConfig({ PRESIGN_TTL_SECONDS: '1' }).presignTtlSeconds).toBe(1);

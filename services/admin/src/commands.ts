@@ -249,8 +249,8 @@ export const COMMANDS: CommandSpec[] = [
     run: (db, _opts, _positionals, note) => auditLedger(db, { progress: (text) => note(`ledger audit: ${text}`) }),
   },
   ...WEBHOOK_COMMANDS,
-  ...READ_COMMANDS,
   ...QUEUE_COMMANDS,
+  ...READ_COMMANDS,
   {
     name: 'dev seed',
     summary: 'Create an organization, a project with $100 and an all-scopes ADMIN key; print them.',

@@ -23,7 +23,7 @@ async function main(): Promise<void> {
       err: (t) => process.stderr.write(`${t}\n`),
       tty: process.stdout.isTTY,
     },
-    { webhookAllowPrivate: config.webhookAllowPrivate },
+    { webhookAllowPrivate: config.webhookAllowPrivate, projectSlotShare: config.projectSlotShare },
   );
   process.exitCode = code;
 }

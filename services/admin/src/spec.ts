@@ -21,6 +21,8 @@ export interface OptionSpec {
 export interface CliSettings {
   /** WEBHOOK_ALLOW_PRIVATE: endpoints may be loopback or private (development); else refused at creation, as at delivery. */
   webhookAllowPrivate: boolean;
+  /** PROJECT_SLOT_SHARE: the default limit `queue show` reports (0.5 when not given). */
+  projectSlotShare?: number;
 }
 
 export interface CommandSpec {

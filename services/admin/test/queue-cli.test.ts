@@ -1,71 +1,96 @@
 import { newId } from '@tes/core';
-import { auditLedger, claimExecution, createDb, publishPrices, submitExecution } from '@tes/db';
+import { claimNextFair, createDb, heartbeatWorkerSlots, publishPrices, submitExecution } from '@tes/db';
 import { seedProject, useTestDatabase, type SeededProject } from '@tes/testing';
 import { runCli } from '../src/cli';
 
 /**
- * `admin queue show` (issue #25): the projects behind the queue gauges, which carry no
- * per-project label: per category, each project's running and queued executions and its
- * oldest wait, the projects holding most slots first.
+ * `admin projects set-limit` and `admin queue show` (issue #25): an operator sets a project's
+ * limit in a category, the next claim holds to it, and `queue show` names the projects that
+ * hold and queue the category now, with their limits.
  */
-const { db, database } = useTestDatabase({ poolMax: 2 });
-
-afterEach(async () => {
-  expect((await auditLedger(db)).problems).toEqual([]);
-});
+const { db, database } = useTestDatabase({ poolMax: 3 });
 
 async function cli(...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(argv, () => createDb({ url: database.url, poolMax: 1 }), { out: (t) => out.push(t), err: (t) => err.push(t), tty: false });
-  return { code, out: out.join('\n'), err: err.join('\n') };
+  const code = await runCli(
+    argv,
+    () => createDbFor(),
+    { out: (t) => out.push(t), err: (t) => err.push(t) },
+    { webhookAllowPrivate: false, projectSlotShare: 0.5 },
+  );
+  return { code, out: out.join('\n'), err: err.join('\n'), json: () => JSON.parse(out.join('\n')) };
 }
 
-async function submit(p: SeededProject, category: string, priceVersion: string): Promise<string> {
-  const id = newId('exe');
-  await submitExecution(db, {
-    id,
-    projectId: p.projectId,
-    apiKeyId: p.keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category,
-    arguments: {},
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros: 1,
-    idempotencyKey: id,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 600_000,
-  });
-  return id;
+function createDbFor() {
+  return createDb({ url: database.url, poolMax: 1 });
 }
 
-it('lists the projects holding each category, most running first, with their line and oldest wait', async () => {
+async function queue(p: SeededProject, n: number): Promise<void> {
   const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  const noisy = await seedProject(db, { creditMicros: 1_000 });
-  const quiet = await seedProject(db, { creditMicros: 1_000 });
-  for (let i = 0; i < 3; i++) await claimExecution(db, await submit(noisy, 'test', priceVersion), 'w', 600_000);
-  const oldest = await submit(noisy, 'test', priceVersion);
-  await db.raw(`UPDATE executions SET created_at = tes_now() - interval '300 seconds' WHERE id = ?`, [oldest]);
-  await submit(noisy, 'test', priceVersion);
-  await submit(quiet, 'test', priceVersion);
-  await claimExecution(db, await submit(quiet, 'image', priceVersion), 'w', 600_000);
+  for (let i = 0; i < n; i++) {
+    const id = newId('exe');
+    await submitExecution(db, {
+      id,
+      projectId: p.projectId,
+      apiKeyId: p.keyId,
+      tool: 'test.sleep',
+      model: 'sleep',
+      category: 'test',
+      arguments: {},
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 10,
+      idempotencyKey: id,
+      requestDigest: 'd',
+      dispatchDeadlineMs: 60_000,
+    });
+  }
+}
 
-  const all = await cli('queue', 'show', '--json');
-  expect(all.code).toBe(0);
-  const rows = (JSON.parse(all.out) as { data: Record<string, unknown>[] }).data;
-  expect(rows.map((r) => [r.category, r.projectId, r.running, r.queued])).toEqual([
-    ['image', quiet.projectId, 1, 0],
-    ['test', noisy.projectId, 3, 2],
-    ['test', quiet.projectId, 0, 1],
-  ]);
-  expect(rows[0]).toMatchObject({ organizationId: quiet.organizationId, oldestQueuedAgeSeconds: null });
-  expect(rows[1]!.oldestQueuedAgeSeconds).toBeGreaterThanOrEqual(300);
+const claim = () => claimNextFair(db, { category: 'test', owner: 'wrk_cli', leaseTtlMs: 60_000, share: 0.5, ownSlots: 1 });
 
-  const one = await cli('queue', 'show', '--category', 'image');
-  expect(one.code).toBe(0);
-  expect(one.out).toContain(quiet.projectId);
-  expect(one.out).not.toContain(noisy.projectId);
-  expect((await cli('queue', 'show', '--category', 'Image; drop')).code).toBe(2);
+it('a limit set for a project holds at the next claim; --clear gives the default back; queue show names the holders', async () => {
+  // 8 live slots: the default limit is 4
+  await heartbeatWorkerSlots(db, 'wrk_cli', { test: 8 });
+  const a = await seedProject(db, { creditMicros: 1_000_000 });
+  const b = await seedProject(db, { creditMicros: 1_000_000 });
+  await queue(a, 6);
+  await queue(b, 1);
+
+  expect((await cli('projects', 'set-limit', a.projectId, '--category', 'test', '--max-running', '2')).json()).toEqual({
+    projectId: a.projectId,
+    category: 'test',
+    maxRunning: 2,
+  });
+  const claimed = [];
+  for (let i = 0; i < 5; i++) claimed.push((await claim())?.projectId ?? null);
+  // a, b, a, then a is at its limit of 2: nothing more
+  expect(claimed).toEqual([a.projectId, b.projectId, a.projectId, null, null]);
+
+  const shown = (await cli('queue', 'show', '--category', 'test', '--json')).json();
+  expect(shown).toMatchObject({ category: 'test', liveSlots: 8, defaultLimit: 4, running: 3, queued: 4 });
+  expect(shown.projects[0]).toMatchObject({ projectId: a.projectId, organizationId: a.organizationId, running: 2, queued: 4, limit: 2, overridden: true });
+  expect(shown.projects[1]).toMatchObject({ projectId: b.projectId, running: 1, queued: 0, limit: 4, overridden: false, oldestQueuedSeconds: null });
+  const table = (await cli('queue', 'show', '--category', 'test', '--table', '--top', '1')).out;
+  expect(table).toContain(a.projectId);
+  expect(table).not.toContain(b.projectId);
+  expect(table).toMatch(/2 \(set\)/);
+
+  expect((await cli('projects', 'set-limit', a.projectId, '--category', 'test', '--clear')).json()).toMatchObject({ maxRunning: null, removed: true });
+  expect((await claim())?.projectId).toBe(a.projectId);
+  expect((await claim())?.projectId).toBe(a.projectId);
+  expect(await claim()).toBeNull(); // the default, 4
+});
+
+it('refuses bad usage with exit 2 and an unknown project with exit 1, writing nothing', async () => {
+  const p = await seedProject(db);
+  expect((await cli('projects', 'set-limit', p.projectId, '--category', 'nope', '--max-running', '2')).code).toBe(2);
+  expect((await cli('projects', 'set-limit', p.projectId, '--category', 'test', '--max-running', '0')).code).toBe(2);
+  expect((await cli('projects', 'set-limit', p.projectId, '--category', 'test')).code).toBe(2);
+  expect((await cli('projects', 'set-limit', p.projectId, '--category', 'test', '--max-running', '3', '--clear')).code).toBe(2);
+  expect((await cli('projects', 'set-limit', 'nope', '--category', 'test', '--max-running', '3')).code).toBe(2);
+  expect((await cli('projects', 'set-limit', newId('prj'), '--category', 'test', '--max-running', '3')).code).toBe(1);
+  expect((await cli('queue', 'show', '--category', 'test', '--top', 'x')).code).toBe(2);
+  expect(Number((await db('project_category_limits').count({ n: '*' }).where({ project_id: p.projectId }).first())!.n)).toBe(0);
 });

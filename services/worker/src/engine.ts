@@ -2,7 +2,16 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { claimExecution, isConnectionError, isRolledBackError, parseExecutionMessage, releaseLease, type ExecutionMessage } from '@tes/db';
+import {
+  claimNextFair,
+  isConnectionError,
+  isRolledBackError,
+  parseExecutionMessage,
+  releaseLease,
+  resumeExecution,
+  type ClaimedExecution,
+  type ExecutionMessage,
+} from '@tes/db';
 import { crashPoint } from '@tes/lifecycle';
 import type { Delivery, Disposition } from '@tes/messaging';
 import { withSpan } from '@tes/tracing';
@@ -27,7 +36,14 @@ export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' |
    * way the engine has an execution come back later.
    */
   publishLater: (message: ExecutionMessage, category: string) => Promise<void>;
+  /** PROJECT_SLOT_SHARE (default 0.5): the share of a category's live slots one project or organization may hold. */
+  projectSlotShare?: number;
+  /** This worker's slots per category (its consumers' concurrency); 1 for a category not given. */
+  slots?: Readonly<Record<string, number>>;
 }
+
+/** PROJECT_SLOT_SHARE's default (libs/config). */
+const DEFAULT_PROJECT_SLOT_SHARE = 0.5;
 
 /**
  * The step engine (architecture.md, path 2). For one message it claims the execution with a
@@ -51,6 +67,10 @@ export class StepEngine {
    * second run from starting, and the work, provider calls included, from being done twice.)
    */
   private readonly running = new Set<string>();
+  /** When each claim's statement was sent, by execution: the lease keeper counts the TTL from it. */
+  private readonly claimSentAt = new Map<string, number>();
+  /** False once the drain began: a slot that ends an execution takes no more. */
+  private claiming = true;
   readonly sandbox: SharpSandbox;
 
   constructor(private readonly deps: EngineDeps) {
@@ -70,11 +90,25 @@ export class StepEngine {
   }
 
   /**
-   * Handles one message from `category`'s queue. Whatever happens, the disposition keeps the
-   * message's delivery count for what it is meant for, poison messages: work given back
-   * because of a shutdown or an infrastructure outage is re-sent as a fresh message through
-   * the delay queue (and this one acked), so a database restart or a rolling deploy never
-   * spends the delivery limit and dead-letters healthy work.
+   * Stops taking more work after the current one: a slot that ends an execution no longer
+   * claims the next (the drain at shutdown; the consumers stop delivering messages).
+   */
+  stopClaiming(): void {
+    this.claiming = false;
+  }
+
+  /**
+   * Handles one message from `category`'s queue. The message is a hint, "there is work in C"
+   * (README, Fair share): its execution is resumed by id when it was already started (waiting
+   * on a provider, handed back, its lease expired); otherwise the slot claims the next queued
+   * execution of C in the fair order, which may be another one (the database decides). When
+   * that execution ends, the slot claims the next one of C before it is given up, so work that
+   * was beyond its project's limit when its own message came is started as soon as it may be.
+   *
+   * Whatever happens, the disposition keeps the message's delivery count for what it is meant
+   * for, poison messages: work given back because of a shutdown or an infrastructure outage is
+   * re-sent as a fresh message through the delay queue (and this one acked), so a database
+   * restart or a rolling deploy never spends the delivery limit and dead-letters healthy work.
    */
   async handle(payload: unknown, category: string, delivery?: Delivery): Promise<Disposition> {
     const { logger } = this.deps;
@@ -83,26 +117,99 @@ export class StepEngine {
       logger.error('worker.message.malformed', {});
       return 'dead';
     }
-    const { executionId } = message;
     if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
-    if (this.running.has(executionId)) {
-      // Come back later: by then the run here has ended, or noticed that its lease is gone
-      // (then another worker, or this one, resumes after its last recorded step). If the
-      // re-send fails the message is acked all the same: the execution's deadline is in the
-      // database, and a requeue would only bounce straight back here.
-      logger.warn('worker.execution.running_here', { executionId });
-      return this.later(message, category, 'running_here', true);
-    }
-    this.running.add(executionId);
+    // Once the claim is durable the database carries the work (the lease, and the reaper when
+    // it expires): a message need not stay unacked for the length of the slot's work, and must
+    // not, for RabbitMQ closes a channel whose delivery stays unacked 30 min. It is acked when
+    // the slot has no more work or after `earlyAckAfterMs` (5 min), whichever is first. Not at
+    // once: an unacked delivery holds the prefetch credit, so a worker whose slots are busy is
+    // sent no more work while idle workers are, which early acks for every message would undo.
+    const earlyAck = delivery ? setTimeout(() => delivery.settle('ack'), this.deps.earlyAckAfterMs ?? 5 * 60_000) : undefined;
     try {
-      return await this.handleClaimed(executionId, message, category, delivery);
+      return await this.work(message, category);
+    } finally {
+      clearTimeout(earlyAck);
+    }
+  }
+
+  /** The slot's loop: the message's execution or the fair next, then the next, while there is one. */
+  private async work(message: ExecutionMessage, category: string): Promise<Disposition> {
+    const { logger } = this.deps;
+    const { executionId } = message;
+    const runningHere = this.running.has(executionId);
+    let execution: ClaimedExecution | null;
+    try {
+      // A message for an execution running here is not resumed here again: its lease may have
+      // expired (renewals failing for longer than the TTL) and the reaper re-dispatched it, but
+      // the run here is still going; a second run in the same process would race the first.
+      // The fair pick takes queued work only, so it can never start a second run of it.
+      // One span for the message's claim, named by what it took (the message's execution if none).
+      execution = await this.claim('execution.claim', executionId, async () => {
+        const resumed = runningHere ? null : await resumeExecution(this.deps.db, executionId, this.deps.workerId, this.deps.leaseTtlMs);
+        return resumed ?? (await this.fairNext(category));
+      });
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       logger.warn('worker.execution.deferred', { executionId, reason: 'infrastructure', err: (err as Error).message });
       return await this.later(message, category, 'infrastructure');
-    } finally {
-      this.running.delete(executionId);
     }
+    if (!execution) {
+      if (runningHere) {
+        // Come back later: by then the run here has ended, or noticed that its lease is gone
+        // (then another worker, or this one, resumes after its last recorded step). If the
+        // re-send fails the message is acked all the same: the execution's deadline is in the
+        // database, and a requeue would only bounce straight back here.
+        logger.warn('worker.execution.running_here', { executionId });
+        return this.later(message, category, 'running_here', true);
+      }
+      // Terminal, waiting for an operator, held by a live worker, or queued beyond its
+      // project's limit (a slot that ends an execution of the category claims it then; its
+      // dispatch deadline brings a message back meanwhile): nothing for this slot.
+      logger.debug('worker.execution.skip', { executionId });
+      return 'ack';
+    }
+    for (;;) {
+      // The message's own execution gives its outcome to the message (a re-send of it when it
+      // is given back); another execution claimed by this slot carries its deadline in the
+      // database, and a re-send of its own is only sooner.
+      const own = execution.id === executionId;
+      const ended = await this.runHere(execution, own ? message : { executionId: execution.id, projectId: execution.projectId }, category, !own);
+      if (ended !== 'next') return ended;
+      if (!this.claiming || this.shutdown.signal.aborted) return 'ack';
+      try {
+        execution = await this.claim('execution.claim_next', null, () => this.fairNext(category));
+      } catch (err) {
+        if (!isConnectionError(err)) throw err;
+        // The execution this slot ran has ended: nothing of the message is left to give back.
+        logger.warn('worker.claim.failed', { category, err: (err as Error).message });
+        return 'ack';
+      }
+      if (!execution) return 'ack';
+    }
+  }
+
+  /** A claim in its span; when its statement was sent is kept for the lease keeper (it counts the TTL from it). */
+  private claim(span: string, messageId: string | null, run: () => Promise<ClaimedExecution | null>): Promise<ClaimedExecution | null> {
+    const claimSentAt = performance.now();
+    return withSpan(span, async (s) => {
+      const e = await run();
+      const id = e?.id ?? messageId;
+      if (id) s.setAttribute('tes.execution.id', id);
+      if (e) this.claimSentAt.set(e.id, claimSentAt);
+      return e;
+    });
+  }
+
+  /** The next queued execution of the category in the fair order, within the limits (claimNextFair). */
+  private fairNext(category: string): Promise<ClaimedExecution | null> {
+    const { db, workerId, leaseTtlMs } = this.deps;
+    return claimNextFair(db, {
+      category,
+      owner: workerId,
+      leaseTtlMs,
+      share: this.deps.projectSlotShare ?? DEFAULT_PROJECT_SLOT_SHARE,
+      ownSlots: this.deps.slots?.[category] ?? 1,
+    });
   }
 
   /**
@@ -134,43 +241,35 @@ export class StepEngine {
     return message ? this.later(message, category, 'busy') : 'dead';
   }
 
-  private async handleClaimed(executionId: string, message: ExecutionMessage, category: string, delivery?: Delivery): Promise<Disposition> {
-    const { db, logger, workerId, leaseTtlMs } = this.deps;
-    const claimSentAt = performance.now();
-    const execution = await withSpan('execution.claim', (span) => {
-      span.setAttribute('tes.execution.id', executionId);
-      return claimExecution(db, executionId, workerId, leaseTtlMs);
-    });
-    if (!execution) {
-      // Terminal, waiting for an operator, or held by a live worker: a duplicate or
-      // redelivered message. Nothing to do; the lease holder (or the reaper) carries on.
-      logger.debug('worker.execution.skip', { executionId });
-      return 'ack';
-    }
+  /**
+   * Runs a claimed execution in this slot. 'next': it ended or waits on a provider (its re-check
+   * message sent), and the slot may take more work; otherwise the message's disposition, the
+   * execution having been given back (shutdown, outage, contention) or its lease lost.
+   * `written`: the execution is not the message's own, so a failed re-send still acks.
+   */
+  private async runHere(execution: ClaimedExecution, message: ExecutionMessage, category: string, written: boolean): Promise<Disposition | 'next'> {
+    const { db, logger } = this.deps;
+    const executionId = execution.id;
+    this.running.add(executionId);
+    const claimSentAt = this.claimSentAt.get(executionId) ?? performance.now();
+    this.claimSentAt.delete(executionId);
     const log = { executionId, projectId: execution.projectId, tool: execution.tool, attempt: execution.attempts };
     logger.info('worker.execution.claimed', log);
     const workDir = new WorkDir(path.join(os.tmpdir(), `tes-${executionId}-`));
-    // Once the claim is durable the database carries the work (the lease, and the reaper when
-    // it expires): a message need not stay unacked for the length of an execution, and must
-    // not, for RabbitMQ closes a channel whose delivery stays unacked 30 min. It is acked when
-    // the execution ends or after `earlyAckAfterMs` (5 min), whichever is first. Not at once:
-    // an unacked delivery holds the prefetch credit, so a worker whose slots are busy is sent
-    // no more work while idle workers are, which early acks for every message would undo.
-    // Work given back later (shutdown, outage) is re-sent by `later`, or by the reaper.
-    const earlyAck = delivery ? setTimeout(() => delivery.settle('ack'), this.deps.earlyAckAfterMs ?? 5 * 60_000) : undefined;
     // A re-send (`later`, which never rejects) starts inside the try and is answered after the
-    // finally: the early ack is cancelled at once, and the message goes out while the scratch
-    // folder is removed.
+    // finally: the message goes out while the scratch folder is removed.
     let resent: Promise<Disposition>;
+    let waiting = false;
     // Renews from the claim until the execution ended, waits or is given back (see LeaseKeeper).
     const lease = new LeaseKeeper(this.execution, executionId, execution.lease, claimSentAt);
     try {
       const ran = await runExecution(this.execution, execution, workDir, lease.signal).finally(() => lease.stop());
       if (ran === 'waiting') {
+        waiting = true;
         resent = this.later(message, category, 'waiting', true);
       } else {
         crashPoint('worker.after_settle');
-        return 'ack';
+        return 'next';
       }
     } catch (err) {
       if (err instanceof LeaseLost) {
@@ -192,13 +291,15 @@ export class StepEngine {
         // and have it come back later; the next claim resumes after the last completed step.
         await releaseLease(db, executionId, execution.lease, this.execution.recheckDeadlineMs).catch(() => undefined);
         logger.info('worker.execution.released', { ...log, reason });
-        resent = this.later(message, category, reason);
+        resent = this.later(message, category, reason, written);
       } else throw err;
     } finally {
-      clearTimeout(earlyAck);
+      this.running.delete(executionId);
       await workDir.remove();
     }
-    return resent;
+    const disposition = await resent;
+    // A provider re-check was scheduled: the slot is free for the category's next execution.
+    return waiting ? 'next' : disposition;
   }
 }
 

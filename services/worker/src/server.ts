@@ -1,6 +1,6 @@
 import { Catalog } from '@tes/catalog';
 import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
-import { createDb, reportCapabilities, pingDb, poolStats } from '@tes/db';
+import { clearWorkerSlots, createDb, heartbeatWorkerSlots, reportCapabilities, pingDb, poolStats, WORKER_SLOTS_HEARTBEAT_MS } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
@@ -40,6 +40,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));
   const categories = config.workerQueues.filter((c) => catalog.categories().includes(c));
+  const slots = Object.fromEntries(categories.map((c) => [c, config.workerConcurrencyByQueue[c] ?? config.workerConcurrency]));
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: `tes-worker-${workerId}` });
   started.add('amqp', () => amqp.stop());
   await amqp.addSetup(topologySetup(names, catalog.categories()));
@@ -56,6 +57,8 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
     artifactPutTimeoutMs: config.artifactPutTimeoutMs,
     workerId,
     waitMs: config.waitRecheckMs,
+    projectSlotShare: config.projectSlotShare,
+    slots,
     // a delayed message carries the trace on: the re-check continues the submit's trace
     publishLater: (message, category) =>
       withPublishSpan('execution.publish_later', null, (headers) =>
@@ -76,7 +79,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
         amqp,
         {
           queue: names.queueFor(category),
-          concurrency: config.workerConcurrencyByQueue[category] ?? config.workerConcurrency,
+          concurrency: slots[category]!,
           handler: (payload, message, delivery) =>
             withMessageSpan('execution.process', message.properties.headers, () => engine.handle(payload, category, delivery)),
           onOverflow: (payload) => engine.deferBusy(payload, category),
@@ -84,8 +87,21 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
         logger,
       ),
   );
+  // The slots this worker adds to each category, from before its first claim: a project's default
+  // limit is a share of the live ones (README, Fair share). A failed heartbeat is retried at the
+  // next; meanwhile the row ages out, and the claims count this worker's own slots at worst.
+  await heartbeatWorkerSlots(db, workerId, slots);
+  const heartbeat = setInterval(() => {
+    heartbeatWorkerSlots(db, workerId, slots).catch((err: unknown) => logger.warn('worker.slots.heartbeat_failed', { err: (err as Error).message }));
+  }, WORKER_SLOTS_HEARTBEAT_MS);
+  const stopHeartbeat = async () => {
+    clearInterval(heartbeat);
+    await clearWorkerSlots(db, workerId).catch(() => undefined);
+  };
+  started.add('slots', stopHeartbeat);
   started.add('consumers', async () => {
     const stopping = Promise.all(consumers.map((c) => c.stop()));
+    engine.stopClaiming();
     engine.abortAll(); // a failed start has no drain time: work already taken is released to another worker
     await stopping;
   });
@@ -106,7 +122,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   logger.info('worker.started', {
     workerId,
     queues,
-    concurrency: Object.fromEntries(categories.map((c) => [c, config.workerConcurrencyByQueue[c] ?? config.workerConcurrency])),
+    concurrency: slots,
     metricsPort,
   });
 
@@ -115,6 +131,9 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   // after the last completed step).
   const drainMs = options.drainMs ?? Math.max(0, config.shutdownTimeoutMs - 5_000);
   const drain = async () => {
+    // no more claims after the running ones; this worker's slots stop counting toward the limits
+    engine.stopClaiming();
+    await stopHeartbeat();
     const stopping = Promise.all(consumers.map((c) => c.stop()));
     const timer = setTimeout(() => engine.abortAll(), drainMs);
     try {

@@ -6,3 +6,4 @@ export * from './settle';
 export * from './public';
 export * from './queue-position';
 export * from './queue-state';
+export * from './fair-share';

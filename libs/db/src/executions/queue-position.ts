@@ -27,7 +27,7 @@ const START_RATE_WINDOW_SECONDS = 300;
  * claim resumes outside the order (waiting executions, expired leases).
  *
  * Cost, by the indexes of migration 20261126000110: one skip-scan probe per project with queued
- * work in the category (executions_queued_position_idx); for each of them its first
+ * work in the category (executions_queued_fair_idx); for each of them its first
  * max(n) + 1 queued, read once for all the executions asked about; each asking project's line up
  * to the newest execution asked about, once; a join of (execution asked about x other project)
  * rows; the category's running executions (executions_running_category_idx, bounded by the

@@ -24,6 +24,8 @@ import * as m40 from './20261126000040_ledger_audit_cursor';
 import * as m50 from './20261126000050_retention_indexes';
 import * as m70 from './20261126000070_webhook_event_snapshot';
 import * as m81 from './20261126000081_janitor_claims';
+import * as m100 from './20261126000100_fair_share';
+import * as m101 from './20261126000101_fair_share_indexes';
 import * as m110 from './20261126000110_queue_position_indexes';
 import * as m120 from './20261126000120_webhook_project_share';
 
@@ -54,6 +56,8 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000050_retention_indexes', m50],
   ['20261126000070_webhook_event_snapshot', m70],
   ['20261126000081_janitor_claims', m81],
+  ['20261126000100_fair_share', m100],
+  ['20261126000101_fair_share_indexes', m101],
   ['20261126000110_queue_position_indexes', m110],
   ['20261126000120_webhook_project_share', m120],
 ];
