@@ -490,7 +490,7 @@ export interface components {
         } & {
             [key: string]: unknown;
         }) | null;
-        /** @description Where the execution stands. While it is `queued`, also its place in line: `queuePosition` and `estimatedStartAt`, computed when the execution is read from the current queued and running executions of its tool category (never from history); both are absent once it is no longer queued. The order they estimate: within a category, a free worker slot goes to the oldest queued execution of the project with the fewest executions of that category running (ties to the oldest); within one project, first in, first out. */
+        /** @description Where the execution stands. While it is `queued`, also its place in line: `queuePosition` and `estimatedStartAt`, computed when the execution is read from the current queued and running executions of its tool category (never from history); both are absent once it is no longer queued. The order they estimate: within a category, a free worker slot goes to the oldest queued execution of the project whose organization, then which itself, has the fewest executions of that category running (ties to the oldest); within one project, first in, first out; a project runs at most its limit of the category at once (by default half the category's worker slots, its organization likewise), and work beyond it waits in line. The estimate leaves the limits and the organization level out. */
         Progress: {
             completedSteps: number;
             totalSteps: number;

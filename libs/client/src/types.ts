@@ -15,20 +15,12 @@ export type ExecutionStatus = Schemas['ExecutionStatus'];
 export type Artifact = Schemas['Artifact'];
 
 /**
- * Where a `queued` execution stands in its category's line (the fair-share order): both
- * absent or null once it is not queued, and always absent from a server older than that order.
- * `queuePosition` is 1 for the next to start; `estimatedStartAt` (RFC 3339, the server's clock)
- * is given only when the server has a recent start rate to base it on. queuePlace() reads them.
- *
- * Declared here as well as in the generated schema.ts: the API document gains them in the
- * same release (the gateway's side), and a declaration in both places is the same type, so
- * this one can be removed once openapi.json has them. Optional either way: an older server.
+ * Where the execution stands; while it is `queued`, also its place in the category's line
+ * (`queuePosition`, 1 for the next to start, and `estimatedStartAt` when the server has a recent
+ * start rate to base it on), absent from a server older than the fair-share order. queuePlace()
+ * reads them.
  */
-export interface QueueProgress {
-  queuePosition?: number | null;
-  estimatedStartAt?: string | null;
-}
-export type Progress = Schemas['Progress'] & QueueProgress;
+export type Progress = Schemas['Progress'];
 type GeneratedExecution = Schemas['Execution'];
 export interface Execution extends GeneratedExecution {
   progress: Progress;
