@@ -15,13 +15,21 @@ import { PostgresPair, type Node } from './postgres-pair';
  * Patroni moves to the promoted node.
  *
  * Under 5 submits/s of test.sleep: the primary is stopped in immediate mode (a node lost),
- * the replica promoted, the address switched to it. Then: every accepted (202) execution is
+ * the address leads nowhere for 5 s (the failure detection), the replica is promoted and the
+ * address switched to it. Then: every accepted (202) execution is
  * in the new primary and ends, once, charged once, the ledger audit passes, only
  * 200/202/503 were answered; every service is ready again by itself (same processes); the
  * LISTEN connections (key changes, execution changes, webhooks) are held again on the new
  * primary, and a key revoked there is refused at once; the outbox drains.
  */
 const RATE_PER_SECOND = 5;
+/**
+ * How long the address leads nowhere before the replica is promoted: the time a manager takes
+ * to declare the primary lost (CloudNativePG's instance manager and liveness probes, Patroni's
+ * `ttl`), several seconds in production. Longer than the services' 2 s leases, so every lease
+ * held at the fault expires and is reclaimed, and the gateway answers 503 meanwhile.
+ */
+const DETECTION_MS = 5_000;
 const LISTENERS = ['tes-key-changes', 'tes-execution-changes', 'tes-webhooks'];
 let pair: PostgresPair | undefined;
 let address: TcpRelay | undefined;
@@ -136,6 +144,8 @@ it('the primary is lost under load and the replica promoted: nothing acknowledge
     const faultStarted = Date.now();
     await pair!.stopImmediate('primary');
     timings.stopImmediate = Date.now() - faultStarted;
+    // the operator's detection: nothing answers at the address meanwhile
+    await sleep(DETECTION_MS);
     const promoteStarted = Date.now();
     await pair!.promote();
     timings.promote = Date.now() - promoteStarted;
