@@ -1,5 +1,5 @@
 // Validates Kubernetes objects (a JSON array on stdin) against the OpenAPI schemas the
-// kubernetes-models packages compile (Kubernetes, KEDA, prometheus-operator), the way an API
+// kubernetes-models packages compile (Kubernetes, KEDA, prometheus-operator, CloudNativePG), the way an API
 // server with strict field validation (kubectl's default) decodes them: types, enums, required
 // fields, formats, and no field the schema does not know. Prints one JSON array of problems.
 //
@@ -35,6 +35,7 @@ const MODELS = {
 function moduleFor(apiVersion) {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
   if (group === 'keda.sh') return `@kubernetes-models/keda/keda.sh/${version}`;
+  if (group === 'postgresql.cnpg.io') return `@kubernetes-models/cloudnative-pg/postgresql.cnpg.io/${version}`;
   if (group === 'monitoring.coreos.com') return `@kubernetes-models/prometheus-operator/monitoring.coreos.com/${version}`;
   return group === '' ? `kubernetes-models/${version}` : `kubernetes-models/${group}/${version}`;
 }
