@@ -169,7 +169,7 @@ describe('the PostgreSQL cluster (deploy/k8s/postgres, CloudNativePG)', () => {
         scaler?.spec.maxReplicas ?? scaler?.spec.maxReplicaCount ?? prod.find((o) => o.kind === 'Deployment' && o.metadata.name === deployment)!.spec.replicas,
       );
     };
-    const deployments = prod.filter((o) => o.kind === 'Deployment').map((o) => o.metadata.name as string);
+    const deployments = prod.filter((o) => o.kind === 'Deployment').map((o) => o.metadata.name);
     // deploy/README.md's table: pool + LISTEN connections per process, 3 for the migrate Job
     const perProcess = (d: string) => (d === 'tes-gateway' ? poolMax(d) + 2 : d === 'tes-relay' ? Math.min(poolMax(d), 4) + 1 : poolMax(d));
     const total = deployments.reduce((sum, d) => sum + maxReplicas(d) * perProcess(d), 0) + 3;

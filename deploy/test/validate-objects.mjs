@@ -13,6 +13,7 @@
 // unknown keys.
 import { readFileSync } from 'node:fs';
 import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import * as cnpgV1 from '@kubernetes-models/cloudnative-pg/postgresql.cnpg.io/v1';
 import * as kedaV1alpha1 from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
@@ -28,6 +29,7 @@ const MODELS = {
   'batch/v1': batchV1,
   'policy/v1': policyV1,
   'keda.sh/v1alpha1': kedaV1alpha1,
+  'postgresql.cnpg.io/v1': cnpgV1,
   'monitoring.coreos.com/v1': monitoringV1,
 };
 
@@ -35,7 +37,6 @@ const MODELS = {
 function moduleFor(apiVersion) {
   const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') : ['', apiVersion];
   if (group === 'keda.sh') return `@kubernetes-models/keda/keda.sh/${version}`;
-  if (group === 'postgresql.cnpg.io') return `@kubernetes-models/cloudnative-pg/postgresql.cnpg.io/${version}`;
   if (group === 'monitoring.coreos.com') return `@kubernetes-models/prometheus-operator/monitoring.coreos.com/${version}`;
   return group === '' ? `kubernetes-models/${version}` : `kubernetes-models/${group}/${version}`;
 }

@@ -123,9 +123,9 @@ it('the primary is lost under load and the replica promoted: nothing acknowledge
   const timings: Record<string, number> = {};
   const notReady = Object.fromEntries(SERVICES.map((s) => [s, 0])) as Record<ServiceName, number>;
   let recoveryMs: Record<ServiceName, number> | undefined;
-  let relistenMs = -1;
-  let waitMs = -1;
-  let acceptedBefore = 0;
+  let relistenMs: number | undefined;
+  let waitMs: number | undefined;
+  let acceptedBefore: number | undefined;
   const woken: Submission = { ...template, key: `${template.key}-woken`, attempts: [] };
   let watching = true;
   try {
