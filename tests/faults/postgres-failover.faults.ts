@@ -30,6 +30,12 @@ const RATE_PER_SECOND = 5;
  * held at the fault expires and is reclaimed, and the gateway answers 503 meanwhile.
  */
 const DETECTION_MS = 5_000;
+/**
+ * FAULTS_PG_ASYNC=1 runs the pair with asynchronous replication, what a default primary and
+ * replica do, to see what a failover loses then (the same checks: a lost acknowledged commit
+ * fails them). Not what the deploy runs.
+ */
+const ASYNCHRONOUS = process.env.FAULTS_PG_ASYNC === '1';
 const LISTENERS = ['tes-key-changes', 'tes-execution-changes', 'tes-webhooks'];
 let pair: PostgresPair | undefined;
 let address: TcpRelay | undefined;
@@ -39,7 +45,8 @@ const started = Date.now();
 
 beforeAll(async () => {
   assertFreshBuild(); // before spending seconds on the private servers
-  pair = await PostgresPair.start({ synchronous: true });
+  pair = await PostgresPair.start({ synchronous: !ASYNCHRONOUS });
+  report.replication = ASYNCHRONOUS ? 'asynchronous' : 'synchronous';
   address = await startTcpRelay(pair.url('primary'), 5432);
   // the shared RabbitMQ (a queue prefix of the cluster's own): this suite stops only its Postgres
   cluster = await Cluster.start({ databaseServerUrl: address.url, env: { AUTH_CACHE_TTL_MS: '5000' } });
