@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { parse } from 'yaml';
 import { K8S, loadOverlay, overlayDirs } from './contract';
 import { load, type Obj } from './kustomize';
 
@@ -153,6 +155,20 @@ describe('the PostgreSQL cluster (deploy/k8s/postgres, CloudNativePG)', () => {
     const scheduled = objects.find((o) => o.kind === 'ScheduledBackup')!;
     expect(scheduled.spec.cluster.name).toBe(cluster.metadata.name);
     expect(scheduled.spec.schedule.split(' ')).toHaveLength(6); // CloudNativePG's cron has seconds
+  });
+
+  test("deploy/README.md's point-in-time restore example is a Cluster the operator accepts, recovering from this cluster's backups", () => {
+    const readme = readFileSync(path.join(K8S, '../README.md'), 'utf8');
+    const block = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((y) => y.includes('recovery:'));
+    const restored = parse(block!) as Obj;
+    expect(schemaProblems([restored])).toEqual([]);
+    expect(restored.spec.bootstrap.recovery.source).toBe(cluster.metadata.name);
+    // the restore reads where the cluster writes, with the same credentials
+    const source = (restored.spec.externalClusters as { name: string; barmanObjectStore: unknown }[]).find((e) => e.name === cluster.metadata.name);
+    expect(source?.barmanObjectStore).toEqual({
+      destinationPath: cluster.spec.backup.barmanObjectStore.destinationPath,
+      s3Credentials: cluster.spec.backup.barmanObjectStore.s3Credentials,
+    });
   });
 
   test('has room for the connections the services hold at the production overlay maximum scale', () => {
