@@ -1,11 +1,13 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { loadOverlay, overlayDirs } from './contract';
-import type { Obj } from './kustomize';
+import { parse } from 'yaml';
+import { K8S, loadOverlay, overlayDirs } from './contract';
+import { load, type Obj } from './kustomize';
 
 /**
  * Every object each overlay renders, checked as an API server would before storing it: the
- * Kubernetes, KEDA and prometheus-operator OpenAPI schemas (compiled by the kubernetes-models
+ * Kubernetes, KEDA, prometheus-operator and CloudNativePG OpenAPI schemas (compiled by the kubernetes-models
  * packages; validate-objects.mjs runs them in a child process, the packages being ES modules
  * only) with strict field validation, plus the object-meta rules the schemas do not carry
  * (names, label syntax, the namespace).
@@ -109,6 +111,7 @@ test('the validator refuses wrong types, bad enums, unknown fields and unknown k
     },
     { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, data: { KEY: 'not base64!' } },
     { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'n' }, spec: { podSelector: {}, policyTypes: ['Inbound'], ingres: [] } },
+    { apiVersion: 'postgresql.cnpg.io/v1', kind: 'Cluster', metadata: { name: 'c' }, spec: { instances: 'three', postgresql: { synchronus: {} } } },
     { apiVersion: 'v1', kind: 'Widget', metadata: { name: 'w' } },
   ];
   const problems = schemaProblems(broken).join('\n');
@@ -122,10 +125,71 @@ test('the validator refuses wrong types, bad enums, unknown fields and unknown k
     /Secret s .*must match format "byte"/,
     /NetworkPolicy n .*policyTypes\/0 must be equal to one of the allowed values/,
     /NetworkPolicy n .*unknown field "\/spec\/ingres"/,
+    /Cluster c .*instances must be integer/,
+    /Cluster c .*unknown field "\/spec\/postgresql\/synchronus"/,
     /Widget w .*no schema for v1 Widget/,
   ]) {
     expect(problems).toMatch(expected);
   }
   // a valid object (labels are a map, enumerated: not unknown fields) passes
   expect(schemaProblems([{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', labels: { a: 'b' } }, data: { K: 'v' } }])).toEqual([]);
+});
+
+describe('the PostgreSQL cluster (deploy/k8s/postgres, CloudNativePG)', () => {
+  const objects = load(path.join(K8S, 'postgres')).objects;
+  const cluster = objects.find((o) => o.kind === 'Cluster')!;
+
+  test('every object passes the CloudNativePG schema with strict field validation, in the data namespace', () => {
+    expect(objects.map((o) => `${o.apiVersion} ${o.kind}`).sort()).toEqual(['postgresql.cnpg.io/v1 Cluster', 'postgresql.cnpg.io/v1 ScheduledBackup']);
+    expect(schemaProblems(objects)).toEqual([]);
+    expect(objects.flatMap(metaProblems)).toEqual([]);
+    expect(new Set(objects.map((o) => o.metadata.namespace))).toEqual(new Set(['tes-data']));
+  });
+
+  test('survives a lost node without losing an acknowledged commit, and is backed up for point-in-time restore', () => {
+    expect(cluster.spec.instances).toBeGreaterThanOrEqual(3);
+    expect(cluster.spec.affinity).toMatchObject({ enablePodAntiAffinity: true, podAntiAffinityType: 'required' });
+    // what the failover fault test runs: a commit waits for a replica
+    expect(cluster.spec.postgresql.synchronous).toMatchObject({ number: 1, dataDurability: 'required' });
+    expect(cluster.spec.backup.barmanObjectStore.destinationPath).toMatch(/^s3:\/\//);
+    const scheduled = objects.find((o) => o.kind === 'ScheduledBackup')!;
+    expect(scheduled.spec.cluster.name).toBe(cluster.metadata.name);
+    expect(scheduled.spec.schedule.split(' ')).toHaveLength(6); // CloudNativePG's cron has seconds
+  });
+
+  test("deploy/README.md's point-in-time restore example is a Cluster the operator accepts, recovering from this cluster's backups", () => {
+    const readme = readFileSync(path.join(K8S, '../README.md'), 'utf8');
+    const block = [...readme.matchAll(/```yaml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((y) => y.includes('recovery:'));
+    const restored = parse(block!) as Obj;
+    expect(schemaProblems([restored])).toEqual([]);
+    expect(restored.spec.bootstrap.recovery.source).toBe(cluster.metadata.name);
+    // the restore reads where the cluster writes, with the same credentials
+    const source = (restored.spec.externalClusters as { name: string; barmanObjectStore: unknown }[]).find((e) => e.name === cluster.metadata.name);
+    expect(source?.barmanObjectStore).toEqual({
+      destinationPath: cluster.spec.backup.barmanObjectStore.destinationPath,
+      s3Credentials: cluster.spec.backup.barmanObjectStore.s3Credentials,
+    });
+  });
+
+  test('has room for the connections the services hold at the production overlay maximum scale', () => {
+    const prod = loadOverlay(path.join(K8S, 'overlays', 'production')).objects;
+    const poolMax = (deployment: string) => {
+      const env = (prod.find((o) => o.kind === 'ConfigMap')?.data ?? {}) as Record<string, string>;
+      const d = prod.find((o) => o.kind === 'Deployment' && o.metadata.name === deployment)!;
+      const own = (d.spec.template.spec.containers[0].env ?? []) as { name: string; value?: string }[];
+      return Number(own.find((e) => e.name === 'DB_POOL_MAX')?.value ?? env.DB_POOL_MAX ?? 10);
+    };
+    const maxReplicas = (deployment: string) => {
+      const scaler = prod.find((o) => (o.kind === 'HorizontalPodAutoscaler' || o.kind === 'ScaledObject') && o.spec.scaleTargetRef.name === deployment);
+      return Number(
+        scaler?.spec.maxReplicas ?? scaler?.spec.maxReplicaCount ?? prod.find((o) => o.kind === 'Deployment' && o.metadata.name === deployment)!.spec.replicas,
+      );
+    };
+    const deployments = prod.filter((o) => o.kind === 'Deployment').map((o) => o.metadata.name);
+    // deploy/README.md's table: pool + LISTEN connections per process, 3 for the migrate Job
+    const perProcess = (d: string) => (d === 'tes-gateway' ? poolMax(d) + 2 : d === 'tes-relay' ? Math.min(poolMax(d), 4) + 1 : poolMax(d));
+    const total = deployments.reduce((sum, d) => sum + maxReplicas(d) * perProcess(d), 0) + 3;
+    expect(total).toBe(533);
+    expect(Number(cluster.spec.postgresql.parameters.max_connections)).toBeGreaterThanOrEqual(total + 50);
+  });
 });

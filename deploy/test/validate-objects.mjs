@@ -1,5 +1,5 @@
 // Validates Kubernetes objects (a JSON array on stdin) against the OpenAPI schemas the
-// kubernetes-models packages compile (Kubernetes, KEDA, prometheus-operator), the way an API
+// kubernetes-models packages compile (Kubernetes, KEDA, prometheus-operator, CloudNativePG), the way an API
 // server with strict field validation (kubectl's default) decodes them: types, enums, required
 // fields, formats, and no field the schema does not know. Prints one JSON array of problems.
 //
@@ -13,6 +13,7 @@
 // unknown keys.
 import { readFileSync } from 'node:fs';
 import * as monitoringV1 from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import * as cnpgV1 from '@kubernetes-models/cloudnative-pg/postgresql.cnpg.io/v1';
 import * as kedaV1alpha1 from '@kubernetes-models/keda/keda.sh/v1alpha1';
 import * as appsV1 from 'kubernetes-models/apps/v1';
 import * as autoscalingV2 from 'kubernetes-models/autoscaling/v2';
@@ -28,6 +29,7 @@ const MODELS = {
   'batch/v1': batchV1,
   'policy/v1': policyV1,
   'keda.sh/v1alpha1': kedaV1alpha1,
+  'postgresql.cnpg.io/v1': cnpgV1,
   'monitoring.coreos.com/v1': monitoringV1,
 };
 

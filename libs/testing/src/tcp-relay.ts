@@ -16,11 +16,16 @@ export interface TcpRelay {
   cut(): Promise<void>;
   /** Listens again on the same port. */
   restore(): Promise<void>;
+  /**
+   * New connections go to another server from now on, as when a failover moves a virtual IP or
+   * a Kubernetes Service to the promoted replica; open ones stay where they are.
+   */
+  switchTo(targetUrl: string): void;
   close(): Promise<void>;
 }
 
 export async function startTcpRelay(targetUrl: string, defaultPort: number): Promise<TcpRelay> {
-  const target = new URL(targetUrl);
+  let target = new URL(targetUrl);
   const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   const held = { requests: false, answers: false };
   let server = net.createServer();
@@ -75,6 +80,9 @@ export async function startTcpRelay(targetUrl: string, defaultPort: number): Pro
     cut,
     restore: async () => {
       await listen(port);
+    },
+    switchTo: (next) => {
+      target = new URL(next);
     },
     close: cut,
   };
