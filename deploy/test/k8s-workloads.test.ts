@@ -189,7 +189,8 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
       const cfg = config(d, c);
       const needed = drainNeededMs(cfg.workerQueues);
       const drain = cfg.shutdownTimeoutMs - RELEASE_ALLOWANCE_MS;
-      if (drain < needed) problems.push(`${d.metadata.name}: drains ${drain / 1000}s (SHUTDOWN_TIMEOUT_MS ${cfg.shutdownTimeoutMs}), its steps need ${needed / 1000}s`);
+      if (drain < needed)
+        problems.push(`${d.metadata.name}: drains ${drain / 1000}s (SHUTDOWN_TIMEOUT_MS ${cfg.shutdownTimeoutMs}), its steps need ${needed / 1000}s`);
       const grace = d.spec.template.spec.terminationGracePeriodSeconds;
       if (!(grace >= cfg.shutdownTimeoutMs / 1000 + 10)) problems.push(`${d.metadata.name}: grace ${grace}s is not 10 s above SHUTDOWN_TIMEOUT_MS`);
       // a drain far above the need holds a node drain for nothing

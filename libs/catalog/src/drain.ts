@@ -31,10 +31,10 @@ const FILE_ID = 'file_01ARZ3NDEKTSV4RRFFQ69G5FAV';
  * Per built-in tool, the inputs whose plans hold its longest steps: the arguments at the limits
  * the schema and the tool's own checks allow (each is resolved, so an input the tool refuses
  * fails the catalog test, and a limit raised in the tool's constants moves the figure with it).
- * Every model of the tool is planned with each. A mapped type over the tool names, so a new
+ * Every model of the tool is planned with each. Keyed by every tool name, so a new
  * tool does not compile without its entry.
  */
-const LONGEST_INPUTS: { readonly [T in ToolName]: readonly Record<string, unknown>[] } = {
+const LONGEST_INPUTS: Readonly<Record<ToolName, readonly Record<string, unknown>[]>> = {
   'image.render': [{ text: 'x' }],
   'image.generate': [{ prompt: 'x', count: 4 }],
   'image.transform': [{ fileId: FILE_ID }],
