@@ -1,5 +1,6 @@
+import fs from 'node:fs';
 import path from 'node:path';
-import { Catalog } from '@tes/catalog';
+import { Catalog, drainNeededMs, longestWorkerSteps, MAX_DRAIN_STEP_MS, RELEASE_ALLOWANCE_MS } from '@tes/catalog';
 import { topologyNames } from '@tes/messaging';
 import { configOf, containerEnv, find, loadOverlay, overlayDirs, podTemplates, resolvePort, type Container } from './contract';
 import { quantity, selects, type Obj, type Tree } from './kustomize';
@@ -174,6 +175,43 @@ describe.each(overlayDirs().map((d) => [path.basename(d), d]))('overlay %s', (_n
       }
     }
     expect(problems).toEqual([]);
+  });
+
+  // A rollout or scale-in lets the steps a worker is running finish: its drain (SHUTDOWN_TIMEOUT_MS
+  // − 5 s) covers the longest step its category can hold, from the catalog's plans at the
+  // arguments' limits (capped at 15 min), and the kubelet's grace covers the drain with margin.
+  test("each worker's drain covers its category's longest step, and its grace covers the drain", () => {
+    const problems: string[] = [];
+    const workers = deployments.filter((d) => d.spec.template.spec.containers.some((c: Container) => c.image === 'tes-worker'));
+    expect(workers.length).toBeGreaterThan(0);
+    for (const d of workers) {
+      const c = d.spec.template.spec.containers[0];
+      const cfg = config(d, c);
+      const needed = drainNeededMs(cfg.workerQueues);
+      const drain = cfg.shutdownTimeoutMs - RELEASE_ALLOWANCE_MS;
+      if (drain < needed)
+        problems.push(`${d.metadata.name}: drains ${drain / 1000}s (SHUTDOWN_TIMEOUT_MS ${cfg.shutdownTimeoutMs}), its steps need ${needed / 1000}s`);
+      const grace = d.spec.template.spec.terminationGracePeriodSeconds;
+      if (!(grace >= cfg.shutdownTimeoutMs / 1000 + 10)) problems.push(`${d.metadata.name}: grace ${grace}s is not 10 s above SHUTDOWN_TIMEOUT_MS`);
+      // a drain far above the need holds a node drain for nothing
+      if (drain > needed + 60_000) problems.push(`${d.metadata.name}: drains ${drain / 1000}s, a minute more than its steps need (${needed / 1000}s)`);
+      // scale-in takes one pod at a time, a minute apart: each removed pod drains on its own
+      for (const so of find(tree, 'ScaledObject').filter((o) => o.spec.scaleTargetRef.name === d.metadata.name)) {
+        const down = so.spec.advanced?.horizontalPodAutoscalerConfig?.behavior?.scaleDown;
+        const policies: { type: string; value: number; periodSeconds: number }[] = down?.policies ?? [];
+        if (policies.length === 0 || policies.some((p) => p.type !== 'Pods' || p.value !== 1 || p.periodSeconds < 60))
+          problems.push(`${so.metadata.name}: scale-in must remove at most one pod per 60 s`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  test('a category whose longest step is over the cap is named in deploy/README.md (its longer steps are rerun after a rollout)', () => {
+    const readme = fs.readFileSync(path.join(__dirname, '..', 'README.md'), 'utf8');
+    for (const s of longestWorkerSteps().values()) {
+      if (s.category === 'test' || s.timeoutMs <= MAX_DRAIN_STEP_MS) continue;
+      expect(readme).toContain(`${s.tool} ${s.step}`);
+    }
   });
 
   test('every container has cpu and memory requests and limits, requests <= limits', () => {

@@ -13,3 +13,4 @@ export { VIDEO_TRANSCODE_LIMITS, type VideoTranscodeArgs } from './tools/video-t
 export { IMAGE_GENERATE_LIMITS, IMAGE_GENERATE_SIZES, type ImageGenerateArgs } from './tools/image-generate';
 export { VIDEO_GENERATE_LIMITS, type VideoGenerateArgs } from './tools/video-generate';
 export type { TestSleepArgs } from './tools/test-sleep';
+export { drainNeededMs, longestWorkerSteps, MAX_DRAIN_STEP_MS, RELEASE_ALLOWANCE_MS, STEP_RECORD_ALLOWANCE_MS, type LongestStep } from './drain';

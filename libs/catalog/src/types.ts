@@ -32,6 +32,13 @@ export interface ModelDefinition {
    */
   external?: boolean;
   /**
+   * The provider queues the job (Replicate, fal): the external step records the job's reference
+   * and the execution waits (status `waiting`) between polls, holding a worker slot only for a
+   * create or a poll. A provider model without it (OpenAI) answers in one request, which holds
+   * the slot for the whole step: a worker's drain must wait for it (longestWorkerSteps).
+   */
+  queued?: boolean;
+  /**
    * Programs a worker needs on its machine to run this model (e.g. ffmpeg, espeak-ng).
    * Workers report whether they have them; a model whose programs the workers lack is
    * shown unavailable instead of failing at run time.
@@ -47,6 +54,9 @@ export interface InputFileRef {
   /** Where in the arguments, as a JSON pointer (for error details). */
   pointer: string;
 }
+
+/** A step's deadline when its plan gives none (StepPlan.timeoutMs). */
+export const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** One step of a plan. `Step` is the tool's union of step names. */
 export interface StepPlan<Step extends string = string> {
@@ -67,7 +77,7 @@ export interface StepPlan<Step extends string = string> {
    * its outcome unknown, the execution goes to needs_review instead of a rerun.
    */
   external?: boolean;
-  /** Deadline for one attempt of the step; the worker aborts it after this long. */
+  /** Deadline for one attempt of the step; the worker aborts it after this long (default DEFAULT_STEP_TIMEOUT_MS). */
   timeoutMs?: number;
 }
 

@@ -384,7 +384,8 @@ export function loadConfig(env: Env = process.env): Config {
     leaseTtlMs: int('LEASE_TTL_MS', 30_000, 1_000, 3_600_000),
     artifactPutTimeoutMs: int('ARTIFACT_PUT_TIMEOUT_MS', 120_000, 1_000, 3_600_000),
     presignTtlSeconds: int('PRESIGN_TTL_SECONDS', 300, 1, 300),
-    shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 600_000),
+    // up to 20 min: a worker's drain waits up to 15 min for a running step (deploy/README.md)
+    shutdownTimeoutMs: int('SHUTDOWN_TIMEOUT_MS', 25_000, 0, 1_200_000),
     settingsCacheTtlMs: int('SETTINGS_CACHE_TTL_MS', 2_000, 0, 60_000),
     authCacheTtlMs: int('AUTH_CACHE_TTL_MS', 5_000, 0, 5_000),
     usageFlushIntervalMs: int('USAGE_FLUSH_INTERVAL_MS', 1_000, 10, 60_000),

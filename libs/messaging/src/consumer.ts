@@ -259,8 +259,16 @@ export class Consumer {
     await this.subscribing; // a replay under way ends subscribed: cancelled just below
     const live = this.live;
     if (live) await live.ch.cancel(live.consumerTag).catch(() => undefined);
-    // messages still waiting for a slot are not started: closing the channel returns them
-    for (const w of this.waiting.splice(0)) clearTimeout(w.timer);
+    // Messages still waiting for a slot are not started. They go to onOverflow now (the worker
+    // re-sends them through its delay queue and acks them): the handlers in flight may run for
+    // minutes (a worker's drain waits for its running steps), and until the channel closes at
+    // the end these messages would sit unacked here. Without onOverflow, closing returns them.
+    for (const w of this.waiting.splice(0)) {
+      clearTimeout(w.timer);
+      if (this.options.onOverflow && this.live?.ch === w.ch) {
+        this.track(w.ch, w.msg, (delivery) => this.options.onOverflow!(parse(w.msg), w.msg).then((d) => (delivery.settle(d), d)));
+      }
+    }
     await Promise.allSettled([...this.inFlight]);
     if (live) await live.ch.close().catch(() => undefined);
     this.live = undefined;

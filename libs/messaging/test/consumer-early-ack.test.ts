@@ -67,3 +67,51 @@ it('an early ack frees the message at once, yet only `concurrency` handlers run;
     await admin.close();
   }
 });
+
+it('stop() hands a message still waiting for a slot to onOverflow at once, not at the end of the drain', async () => {
+  const names = topologyNames(`test.early.${randomBytes(4).toString('hex')}.`);
+  const queue = names.queueFor('c');
+  const admin = await amqp.connect(AMQP_URL);
+  const adminCh = await admin.createChannel();
+  await declareTopology(adminCh, names, ['c']);
+  const client = new AmqpClient({ url: AMQP_URL, logger: createNullLogger(), name: 'test-early-ack-stop' });
+  const events: string[] = [];
+  const consumer = new Consumer(
+    client,
+    {
+      queue,
+      concurrency: 1,
+      maxWaitMs: 60_000,
+      handler: async (_p, msg, delivery: Delivery) => {
+        events.push(`start ${msg.content.toString()}`);
+        delivery.settle('ack');
+        await sleep(2_000);
+        events.push(`end ${msg.content.toString()}`);
+        return 'ack';
+      },
+      onOverflow: async (_p, msg) => {
+        events.push(`overflow ${msg.content.toString()}`);
+        return 'ack';
+      },
+    },
+    createNullLogger(),
+  );
+  try {
+    await consumer.start();
+    await client.start();
+    adminCh.publish(names.exchange, 'c', Buffer.from('a'), { persistent: true });
+    adminCh.publish(names.exchange, 'c', Buffer.from('b'), { persistent: true });
+    await sleep(300);
+    expect(events).toEqual(['start a']); // 'b' waits for the slot 'a' holds
+    // a draining worker's handlers may run for minutes: 'b' is decided now (the worker re-sends
+    // it through the delay queue), not left unacked on the channel until the drain ends
+    await consumer.stop();
+    expect(events).toEqual(['start a', 'overflow b', 'end a']);
+    expect((await adminCh.checkQueue(queue)).messageCount).toBe(0);
+  } finally {
+    await consumer.stop();
+    await client.stop();
+    await deleteTopology(adminCh, names, ['c']);
+    await admin.close();
+  }
+});

@@ -22,7 +22,7 @@ import { WorkDir } from './execution/work-dir';
 import { SharpSandbox } from './media/sharp-sandbox';
 
 /** What the engine takes: what running an execution needs (it makes the rest itself), and its own. */
-export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' | 'prices' | 'recheckDeadlineMs'> {
+export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' | 'draining' | 'prices' | 'recheckDeadlineMs'> {
   /** Unique per process; each claim's lease is this id and the claim's number (claimExecution). */
   workerId: string;
   /** The delay queues' delay: how soon a message sent by `publishLater` comes back. */
@@ -58,6 +58,8 @@ const DEFAULT_PROJECT_SLOT_SHARE = 0.5;
  */
 export class StepEngine {
   private readonly shutdown = new AbortController();
+  /** Aborted when the drain begins: a running execution ends its current step, then is given back. */
+  private readonly draining = new AbortController();
   private readonly execution: ExecutionDeps;
   /**
    * The executions this engine is running now. A message for one of them is not claimed here
@@ -79,6 +81,7 @@ export class StepEngine {
       ...deps,
       sandbox: this.sandbox,
       shutdown: this.shutdown.signal,
+      draining: this.draining.signal,
       prices: cachedPriceLists(deps.db),
       recheckDeadlineMs: recheckDeadlineMs(deps),
     };
@@ -90,11 +93,14 @@ export class StepEngine {
   }
 
   /**
-   * Stops taking more work after the current one: a slot that ends an execution no longer
-   * claims the next (the drain at shutdown; the consumers stop delivering messages).
+   * The drain at shutdown: no more work. A slot takes no new message (one delivered meanwhile is
+   * handed back through the delay queue) and claims no next execution; a running execution ends
+   * the step it is running, records it, and is given back before its next step, which another
+   * worker runs (a step started now could not end before the drain's abort).
    */
   stopClaiming(): void {
     this.claiming = false;
+    this.draining.abort(new ShuttingDown());
   }
 
   /**
@@ -117,7 +123,9 @@ export class StepEngine {
       logger.error('worker.message.malformed', {});
       return 'dead';
     }
-    if (this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
+    // Draining: a message delivered before the consumers were cancelled (or waiting for a slot)
+    // is handed back, not claimed: its work could outlast the drain and be thrown away.
+    if (!this.claiming || this.shutdown.signal.aborted) return this.later(message, category, 'shutdown');
     // Once the claim is durable the database carries the work (the lease, and the reaper when
     // it expires): a message need not stay unacked for the length of the slot's work, and must
     // not, for RabbitMQ closes a channel whose delivery stays unacked 30 min. It is acked when

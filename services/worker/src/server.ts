@@ -1,4 +1,4 @@
-import { Catalog } from '@tes/catalog';
+import { Catalog, drainNeededMs, RELEASE_ALLOWANCE_MS } from '@tes/catalog';
 import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
 import { clearWorkerSlots, createDb, heartbeatWorkerSlots, reportCapabilities, pingDb, poolStats, WORKER_SLOTS_HEARTBEAT_MS } from '@tes/db';
 import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
@@ -119,17 +119,25 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   const metricsPort = await health.start();
   started.add('health', () => health.stop());
   const queues = categories.map((c) => names.queueFor(c));
+  // Drain: stop intake and let each running step finish (its execution is then given back before
+  // its next step); past drainMs, abort the steps still running (their executions are released
+  // and resumed by another worker after the last completed step, so that step runs again).
+  // SHUTDOWN_TIMEOUT_MS is sized per worker Deployment so that drainMs covers the categories'
+  // longest step (drainNeededMs; deploy/README.md, "Rollouts and running steps").
+  const drainMs = options.drainMs ?? Math.max(0, config.shutdownTimeoutMs - RELEASE_ALLOWANCE_MS);
+  const neededMs = drainNeededMs(categories);
   logger.info('worker.started', {
     workerId,
     queues,
     concurrency: slots,
     metricsPort,
+    drainMs,
   });
-
-  // Drain: stop intake and give in-flight steps time to finish; past that, abort them
-  // (their executions are released and redelivered to another worker, which resumes
-  // after the last completed step).
-  const drainMs = options.drainMs ?? Math.max(0, config.shutdownTimeoutMs - 5_000);
+  if (drainMs < neededMs) {
+    // not fatal: a rollout may abort steps that would have finished. A warning in production
+    // only: development and tests run short drains on purpose
+    logger.log(config.nodeEnv === 'production' ? 'warn' : 'info', 'worker.drain.short', { drainMs, neededMs, categories });
+  }
   const drain = async () => {
     // no more claims after the running ones; this worker's slots stop counting toward the limits
     engine.stopClaiming();

@@ -63,6 +63,7 @@ export function imageGenerate(p: ProviderAvailability) {
         example: { prompt: 'A red fox in fresh snow', count: 2, size: '1536x1024', seed: 42 },
         available: p.replicate,
         external: true,
+        queued: true,
       },
       {
         id: 'fal/flux-schnell',
@@ -70,6 +71,7 @@ export function imageGenerate(p: ProviderAvailability) {
         example: { prompt: 'A paper boat on a puddle', count: 1, size: '1024x1024' },
         available: p.fal,
         external: true,
+        queued: true,
       },
       {
         id: 'openai/gpt-image-1',

@@ -1,5 +1,8 @@
 import { defineTool } from '../types';
 
+/** The longest sleep one step may ask for. */
+export const TEST_SLEEP_MAX_SECONDS = 600;
+
 /** test.sleep's arguments as its schema admits them, defaults applied. */
 export interface TestSleepArgs {
   model: string;
@@ -27,7 +30,7 @@ export const testSleep = defineTool<TestSleepArgs>()({
     required: ['seconds', 'steps', 'costMicrosPerStep'],
     properties: {
       model: { type: 'string', enum: ['sleep'], default: 'sleep' },
-      seconds: { type: 'number', minimum: 0, maximum: 600, description: 'Sleep per step.' },
+      seconds: { type: 'number', minimum: 0, maximum: TEST_SLEEP_MAX_SECONDS, description: 'Sleep per step.' },
       steps: { type: 'integer', minimum: 1, maximum: 20 },
       costMicrosPerStep: { type: 'integer', minimum: 0, maximum: 1_000_000 },
       failAtStep: { type: 'integer', minimum: 0, maximum: 19, description: 'Zero-based step that fails.' },

@@ -45,6 +45,7 @@ export function videoGenerate(p: ProviderAvailability) {
         example: { prompt: 'A hummingbird hovering at a flower', durationSeconds: 5, aspectRatio: '1:1' },
         available: p.replicate,
         external: true,
+        queued: true,
         requires: ['ffprobe'],
       },
       {
@@ -53,6 +54,7 @@ export function videoGenerate(p: ProviderAvailability) {
         example: { prompt: 'Timelapse of clouds over mountains', durationSeconds: 10 },
         available: p.fal,
         external: true,
+        queued: true,
         requires: ['ffprobe'],
       },
     ],

@@ -37,11 +37,14 @@ const START_RATE_WINDOW_SECONDS = 300;
 export async function queuePlaces(db: Knex, ids: readonly string[]): Promise<Map<string, QueuePlace>> {
   if (ids.length === 0) return new Map();
   const res = await db.raw<{ rows: { id: string; position: string; estimated_start_at: Date | null }[] }>(
-    `WITH RECURSIVE me AS (
-       SELECT e.id, e.project_id, e.category, e.created_at
+    `WITH RECURSIVE found AS MATERIALIZED (
+       -- by primary key alone, then filtered: with the status beside the ids a generic plan
+       -- (a named prepared statement's) may read the queued index instead of the ids' rows
+       SELECT e.id, e.project_id, e.category, e.created_at, e.status
          FROM executions e
-        WHERE e.id = ANY(:ids::text[]) AND e.status = 'queued'
+        WHERE e.id = ANY(:ids::text[])
      ),
+     me AS (SELECT id, project_id, category, created_at FROM found WHERE status = 'queued'),
      categories AS (SELECT DISTINCT category FROM me),
      -- k, the executions of its own project ahead of each: one pass over each project's line up to
      -- the newest execution asked about (a list page of 20 reads the line once, not 20 times)
@@ -80,7 +83,8 @@ export async function queuePlaces(db: Knex, ids: readonly string[]): Promise<Map
           SELECT count(*) AS started, min(x.started_at) AS first_at
             FROM executions x
            WHERE x.category = c.category AND x.started_at IS NOT NULL
-             AND x.started_at > tes_now() - (:windowSeconds * interval '1 second')
+             -- a literal, not a parameter: a generic plan would guess a third of every start ever
+             AND x.started_at > tes_now() - interval '${START_RATE_WINDOW_SECONDS} seconds'
         ) s
      ),
      -- each execution asked about against each other project Q with queued work in its category:
@@ -136,7 +140,7 @@ export async function queuePlaces(db: Knex, ids: readonly string[]): Promise<Map
               tes_now() + p.position * greatest(extract(epoch FROM tes_now() - r.first_at), 1) / r.started * interval '1 second'
             END AS estimated_start_at
        FROM placed p JOIN recent r ON r.category = p.category`,
-    { ids: [...ids], windowSeconds: START_RATE_WINDOW_SECONDS },
+    { ids: [...ids] },
   );
   return new Map(res.rows.map((r) => [r.id, { queuePosition: Number(r.position), estimatedStartAt: iso(r.estimated_start_at) }]));
 }

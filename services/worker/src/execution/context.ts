@@ -23,6 +23,11 @@ export interface ExecutionDeps {
   sandbox: SharpSandbox;
   /** Aborted when the worker shuts down: running steps stop and their executions are given back. */
   shutdown: AbortSignal;
+  /**
+   * Aborted when the worker's drain begins: no new step starts (the execution is given back
+   * after the step it is running, ShuttingDown); the running step goes on until `shutdown`.
+   */
+  draining: AbortSignal;
   /** The price list of a version. */
   prices(version: string): Promise<PriceList>;
   /** How long a waiting or released execution may go untouched before the relay re-publishes it. */

@@ -48,6 +48,9 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
     if (lease.aborted) throw lease.reason; // no step starts on a lease this worker cannot vouch for
     const recorded = steps.find((s) => s.index === index);
     if (recorded?.status === 'succeeded') continue;
+    // The worker is draining: the step before this one was let finish; this one is left to the
+    // worker that resumes the execution (started here, the drain's abort could cut it short).
+    if (deps.draining.aborted) throw new ShuttingDown();
     if (index >= MAX_STEPS) {
       await settle(deps, e, 'failed', steps, { errorCode: 'step_limit_exceeded', errorMessage: `an execution runs at most ${MAX_STEPS} steps` });
       return 'ended';

@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { PriceList, StepPlan, ToolDefinition } from '@tes/catalog';
+import { DEFAULT_STEP_TIMEOUT_MS, type PriceList, type StepPlan, type ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { databaseTime, getExecutionInputFile, recordExternalRef, type ClaimedExecution, type ExecutionRecord, type StepRecord } from '@tes/db';
 import { annotate } from '@tes/tracing';
@@ -9,8 +9,6 @@ import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, t
 import { LeaseLost, ShuttingDown, type ExecutionDeps } from './context';
 import { chargedSoFar } from './settle';
 import type { WorkDir } from './work-dir';
-
-const DEFAULT_STEP_TIMEOUT_MS = 10 * 60 * 1000;
 
 /** One step to run, with what it needs to know about its execution. */
 export interface StepRun {
