@@ -11,6 +11,8 @@ import { parseAllDocuments } from 'yaml';
  * including KEDA's through base/kustomizeconfig.yaml) and the image rewrite (checked apart).
  * A secretGenerator reading `secrets.env` (never committed) reads `secrets.env.example`, also
  * when a real `secrets.env` lies beside it (both count as read).
+ * real-kustomize.test.ts builds every overlay with the real kustomize (the pinned release) and
+ * checks this renders the same objects, field for field, once both omissions are put back.
  */
 
 export const REPO = path.resolve(__dirname, '../..');
@@ -186,7 +188,9 @@ function generate(tree: Tree, dir: string, kfile: string, kind: 'ConfigMap' | 'S
     } else {
       if (!existing) throw new Error(`${kfile}: ${kind} ${g.name} to ${behavior} does not exist`);
       existing.data = behavior === 'merge' ? { ...existing.data, ...data } : data;
+      // kustomize merges the options of a merge or replace into the existing object's, annotations as labels
       existing.metadata.labels = { ...existing.metadata.labels, ...g.options?.labels };
+      existing.metadata.annotations = { ...existing.metadata.annotations, ...g.options?.annotations };
     }
   }
 }
