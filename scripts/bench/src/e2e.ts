@@ -174,18 +174,26 @@ async function atHalf(
   const halfEnd = await dbNow(stack.db);
   result.halfCpu = meter.stop();
   await drain(stack.db, halfStart, o.drainLimitSec);
+  // The outbox rows are read by their publish time (outbox_published_idx) and grouped once: a
+  // lookup by execution_id has no index, and with history (--history) the planner ran it as a
+  // sequential scan of the whole outbox per execution
   const q = await stack.db.raw<{ rows: Record<string, string | null>[] }>(
-    `SELECT count(*) AS n,
+    `WITH o AS (
+       SELECT execution_id, min(published_at) AS published_at FROM outbox
+        WHERE published_at >= ?::timestamptz - interval '1 minute'
+        GROUP BY execution_id
+     )
+     SELECT count(*) AS n,
             count(*) FILTER (WHERE e.finished_at IS NULL) AS unfinished,
             ${leg('pub', 'o.published_at - e.created_at')},
             ${leg('run', 'e.started_at - e.created_at')},
             ${leg('done', 'e.finished_at - e.created_at')},
             ${LEGS.map(([name, interval]) => leg(name, interval)).join(',\n            ')}
        FROM executions e
-       LEFT JOIN LATERAL (SELECT min(published_at) AS published_at FROM outbox WHERE execution_id = e.id) o ON true
+       LEFT JOIN o ON o.execution_id = e.id
        LEFT JOIN execution_steps s ON s.execution_id = e.id AND s.index = 0
       WHERE e.created_at > greatest(?::timestamptz, ?::timestamptz - make_interval(secs => ?)) AND e.created_at <= ?`,
-    [halfStart, halfEnd, o.durationSec, halfEnd],
+    [halfStart, halfStart, halfEnd, o.durationSec, halfEnd],
   );
   const row = q.rows[0]!;
   result.half = {
