@@ -117,6 +117,7 @@ it.each([1, 2, 3, 4, 5, 6])('positions follow the fair order of several projects
   const places = await queuePlaces(
     db,
     queued.map((q) => q.id),
+    { maxAgeMs: 0 },
   );
   const expected = referencePositions(queued, running);
   expect(new Map([...places].map(([id, p]) => [id, p.queuePosition]))).toEqual(expected);
@@ -128,13 +129,13 @@ it('a running, ended or unknown execution has no place; a place read before any 
   const p = await seedProject(db, { creditMicros: 1_000 });
   const first = await submit(p.projectId, p.keyId, 'quiet');
   const second = await submit(p.projectId, p.keyId, 'quiet');
-  const before = await queuePlaces(db, [first, second, 'exe_unknown']);
+  const before = await queuePlaces(db, [first, second, 'exe_unknown'], { maxAgeMs: 0 });
   expect(before.get(first)).toEqual({ queuePosition: 1, estimatedStartAt: null });
   expect(before.get(second)).toEqual({ queuePosition: 2, estimatedStartAt: null });
   expect(before.has('exe_unknown')).toBe(false);
 
   await claimExecution(db, first, 'w', 600_000);
-  const after = await queuePlaces(db, [first, second]);
+  const after = await queuePlaces(db, [first, second], { maxAgeMs: 0 });
   expect(after.has(first)).toBe(false);
   expect(after.get(second)?.queuePosition).toBe(1);
   // one start in the last 5 minutes: a rate to base an estimate on, later than now
@@ -152,7 +153,7 @@ it('estimated starts follow the category start rate and grow with the position',
     await db.raw(`UPDATE executions SET started_at = tes_now() - (? * interval '1 second') WHERE id = ?`, [100 - i * 10, id]);
   }
   const waiting = [await submit(p.projectId, p.keyId, 'rated'), await submit(p.projectId, p.keyId, 'rated')];
-  const places = await queuePlaces(db, waiting);
+  const places = await queuePlaces(db, waiting, { maxAgeMs: 0 });
   const now = (await db.raw<{ rows: { now: Date }[] }>('SELECT tes_now() AS now')).rows[0]!.now.getTime();
   // position 1 -> about 10 s from now, position 2 -> about 20 s (the statement's clock is a few ms later)
   expect(Date.parse(places.get(waiting[0]!)!.estimatedStartAt!) - now).toBeGreaterThanOrEqual(9_900);

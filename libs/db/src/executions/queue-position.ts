@@ -26,123 +26,143 @@ const START_RATE_WINDOW_SECONDS = 300;
  * of the order (projects of one organization are counted as if each were alone), and work the
  * claim resumes outside the order (waiting executions, expired leases).
  *
- * Cost, by the indexes of migration 20261126000110: one skip-scan probe per project with queued
- * work in the category (executions_queued_fair_idx); for each of them its first
- * max(n) + 1 queued, read once for all the executions asked about; each asking project's line up
- * to the newest execution asked about, once; a join of (execution asked about x other project)
- * rows; the category's running executions (executions_running_category_idx, bounded by the
- * fleet's slots) and its starts of the last 5 minutes (executions_category_started_idx).
- * Measured in the README ("Your place in line").
+ * Cost. Per call: the asked executions by primary key, and each asking project's line up to the
+ * newest execution asked about (executions_queued_fair_idx, once per project). Per category, at
+ * most once a second per process (`maxAgeMs`; a snapshot shared by every read of the category,
+ * so a poll of a queued execution does not walk every other project's line again): each
+ * project's queued and running counts (index-only scans of the two partial indexes: the queued
+ * and running executions now, never history), the first HEADS queued of each project with queued
+ * work (one skip-scan probe and one short range per project), and the category's starts of the
+ * last 5 minutes (executions_category_started_idx). The tie rule needs Q's (n+1)-th head; past the
+ * first HEADS it is counted as starting first (the position is then at most one too high per such
+ * project: an estimate that errs late, never early). Measured in the README ("Your place in line").
  */
-export async function queuePlaces(db: Knex, ids: readonly string[]): Promise<Map<string, QueuePlace>> {
+export async function queuePlaces(db: Knex, ids: readonly string[], options: { maxAgeMs?: number } = {}): Promise<Map<string, QueuePlace>> {
   if (ids.length === 0) return new Map();
-  const res = await db.raw<{ rows: { id: string; position: string; estimated_start_at: Date | null }[] }>(
-    `WITH RECURSIVE found AS MATERIALIZED (
-       -- by primary key alone, then filtered: with the status beside the ids a generic plan
-       -- (a named prepared statement's) may read the queued index instead of the ids' rows
-       SELECT e.id, e.project_id, e.category, e.created_at, e.status
+  // the asked executions that are queued, and k: their own project's queued executions ahead
+  // (one pass over each project's line up to the newest asked about: a list page of 20 reads it once)
+  const asked = await db.raw<{ rows: { id: string; project_id: string; category: string; created_at: Date; k: string }[] }>(
+    `WITH me AS (
+       SELECT e.id, e.project_id, e.category, e.created_at
          FROM executions e
-        WHERE e.id = ANY(:ids::text[])
-     ),
-     me AS (SELECT id, project_id, category, created_at FROM found WHERE status = 'queued'),
-     categories AS (SELECT DISTINCT category FROM me),
-     -- k, the executions of its own project ahead of each: one pass over each project's line up to
-     -- the newest execution asked about (a list page of 20 reads the line once, not 20 times)
-     ahead AS MATERIALIZED (
-       SELECT r.id, r.k
-         FROM (SELECT category, project_id, max(created_at) AS newest FROM me GROUP BY category, project_id) g
-        CROSS JOIN LATERAL (
-          SELECT a.id, row_number() OVER (ORDER BY a.created_at, a.id) - 1 AS k
-            FROM executions a
-           WHERE a.status = 'queued' AND a.category = g.category AND a.project_id = g.project_id AND a.created_at <= g.newest
-        ) r
-        WHERE r.id = ANY(:ids::text[])
-     ),
-     -- the projects with queued work in each category: one probe per project (a skip scan)
-     queued_projects AS (
-       SELECT c.category,
-              (SELECT min(q.project_id) FROM executions q WHERE q.status = 'queued' AND q.category = c.category) AS project_id
-         FROM categories c
-       UNION ALL
-       SELECT p.category,
-              (SELECT min(q.project_id) FROM executions q
-                WHERE q.status = 'queued' AND q.category = p.category AND q.project_id > p.project_id)
-         FROM queued_projects p
-        WHERE p.project_id IS NOT NULL
-     ),
-     running AS (
-       SELECT r.category, r.project_id, count(*) AS n
-         FROM executions r
-        WHERE r.status = 'running' AND r.category IN (SELECT category FROM categories)
-        GROUP BY r.category, r.project_id
-     ),
-     recent AS (
-       SELECT c.category, s.started, s.first_at
-         FROM categories c
-        CROSS JOIN LATERAL (
-          SELECT count(*) AS started, min(x.started_at) AS first_at
-            FROM executions x
-           WHERE x.category = c.category AND x.started_at IS NOT NULL
-             -- a literal, not a parameter: a generic plan would guess a third of every start ever
-             AND x.started_at > tes_now() - interval '${START_RATE_WINDOW_SECONDS} seconds'
-        ) s
-     ),
-     -- each execution asked about against each other project Q with queued work in its category:
-     -- n = r_P + k - r_Q, the executions Q starts before P has caught up (none when negative)
-     pairs AS MATERIALIZED (
-       SELECT me.id, me.category, me.created_at, qp.project_id AS other,
-              coalesce(rp.n, 0) + ahead.k - coalesce(rq.n, 0) AS n
-         FROM me
-         JOIN ahead ON ahead.id = me.id
-         JOIN queued_projects qp ON qp.category = me.category AND qp.project_id IS NOT NULL AND qp.project_id <> me.project_id
-         LEFT JOIN running rp ON rp.category = me.category AND rp.project_id = me.project_id
-         LEFT JOIN running rq ON rq.category = me.category AND rq.project_id = qp.project_id
-     ),
-     -- Q's first queued executions in its order, numbered: as many as the largest n + 1 of any pair
-     -- needs (the (n+1)-th decides the tie), or all Q has when it has fewer
-     heads AS MATERIALIZED (
-       SELECT d.category, d.other, h.j, h.created_at, h.id
-         FROM (SELECT category, other, max(n) + 1 AS wanted FROM pairs GROUP BY category, other HAVING max(n) >= 0) d
-        CROSS JOIN LATERAL (
-          SELECT q.created_at, q.id, row_number() OVER (ORDER BY q.created_at, q.id) AS j
-            FROM (
-              SELECT q.created_at, q.id FROM executions q
-               WHERE q.status = 'queued' AND q.category = d.category AND q.project_id = d.other
-               ORDER BY q.created_at, q.id
-               LIMIT d.wanted
-            ) q
-        ) h
-     ),
-     available AS (SELECT category, other, count(*) AS n FROM heads GROUP BY category, other),
-     -- what each Q starts before X: min(its queued, n), plus its (n+1)-th when that one is older
-     -- than X (at n, Q and P tie on running, and the tie goes to the oldest head). Set-based
-     -- (hash joins on the project and the rank), so a batch of many executions costs a join, not
-     -- a subquery per execution and project.
-     before AS (
-       SELECT p.id,
-              sum(CASE WHEN p.n < 0 THEN 0
-                       ELSE least(a.n, p.n) + CASE WHEN (t.created_at, t.id) < (p.created_at, p.id) THEN 1 ELSE 0 END
-                  END) AS n
-         FROM pairs p
-         LEFT JOIN available a ON a.category = p.category AND a.other = p.other
-         LEFT JOIN heads t ON t.category = p.category AND t.other = p.other AND t.j = p.n + 1
-        GROUP BY p.id
-     ),
-     -- materialized: the position is read twice below, and must be computed once
-     placed AS MATERIALIZED (
-       SELECT me.id, me.category, 1 + ahead.k + coalesce(before.n, 0) AS position
-         FROM me
-         JOIN ahead ON ahead.id = me.id
-         LEFT JOIN before ON before.id = me.id
+        WHERE e.id = ANY(:ids::text[]) AND e.status = 'queued'
      )
-     SELECT p.id, p.position,
-            CASE WHEN r.started > 0 THEN
-              tes_now() + p.position * greatest(extract(epoch FROM tes_now() - r.first_at), 1) / r.started * interval '1 second'
-            END AS estimated_start_at
-       FROM placed p JOIN recent r ON r.category = p.category`,
+     SELECT me.id, me.project_id, me.category, me.created_at, r.k
+       FROM me
+       JOIN (
+         SELECT r.id, r.k
+           FROM (SELECT category, project_id, max(created_at) AS newest FROM me GROUP BY category, project_id) g
+          CROSS JOIN LATERAL (
+            SELECT a.id, row_number() OVER (ORDER BY a.created_at, a.id) - 1 AS k
+              FROM executions a
+             WHERE a.status = 'queued' AND a.category = g.category AND a.project_id = g.project_id AND a.created_at <= g.newest
+          ) r
+          WHERE r.id = ANY(:ids::text[])
+       ) r ON r.id = me.id`,
     { ids: [...ids] },
   );
-  return new Map(res.rows.map((r) => [r.id, { queuePosition: Number(r.position), estimatedStartAt: iso(r.estimated_start_at) }]));
+  const places = new Map<string, QueuePlace>();
+  const categories = [...new Set(asked.rows.map((r) => r.category))];
+  const snapshots = new Map(await Promise.all(categories.map(async (c) => [c, await categorySnapshot(db, c, options.maxAgeMs ?? 1000)] as const)));
+  for (const r of asked.rows) {
+    const snap = snapshots.get(r.category)!;
+    const k = Number(r.k);
+    const mine = { createdAt: r.created_at.getTime(), id: r.id };
+    const rP = snap.running.get(r.project_id) ?? 0;
+    let before = 0;
+    for (const [project, line] of snap.queued) {
+      if (project === r.project_id) continue;
+      // Q starts n before P has caught up with it, one more when its next head is older (the tie)
+      const n = rP + k - (snap.running.get(project) ?? 0);
+      if (n < 0) continue;
+      before += Math.min(line.count, n);
+      if (n < line.count) {
+        const head = line.heads[n];
+        if (head === undefined || head.createdAt < mine.createdAt || (head.createdAt === mine.createdAt && head.id < mine.id)) before += 1;
+      }
+    }
+    const position = 1 + k + before;
+    const estimatedStartAt = snap.started > 0 ? new Date(snap.now + (position * Math.max(snap.now - snap.firstStartedAt, 1000)) / snap.started) : null;
+    places.set(r.id, { queuePosition: position, estimatedStartAt: iso(estimatedStartAt) });
+  }
+  return places;
+}
+
+/** The heads of each project's line a snapshot keeps (see queuePlaces: past them the tie is counted against the asker). */
+const HEADS = 64;
+
+interface CategorySnapshot {
+  /** Per project with queued work: how many, and its first HEADS by (created_at, id). */
+  queued: Map<string, { count: number; heads: { createdAt: number; id: string }[] }>;
+  running: Map<string, number>;
+  /** Starts in the last START_RATE_WINDOW_SECONDS, the first of them, and the database clock (ms). */
+  started: number;
+  firstStartedAt: number;
+  now: number;
+}
+
+const snapshotCache = new WeakMap<Knex, Map<string, { at: number; snapshot: Promise<CategorySnapshot> }>>();
+
+/** A category's line and slots now, shared for `maxAgeMs` by every read of this process. */
+function categorySnapshot(db: Knex, category: string, maxAgeMs: number): Promise<CategorySnapshot> {
+  let byCategory = snapshotCache.get(db);
+  if (!byCategory) {
+    byCategory = new Map<string, { at: number; snapshot: Promise<CategorySnapshot> }>();
+    snapshotCache.set(db, byCategory);
+  }
+  const cached = byCategory.get(category);
+  if (cached && Date.now() - cached.at < maxAgeMs) return cached.snapshot;
+  const snapshot = readSnapshot(db, category);
+  byCategory.set(category, { at: Date.now(), snapshot });
+  snapshot.catch(() => byCategory.delete(category)); // a failed read is not kept
+  return snapshot;
+}
+
+async function readSnapshot(db: Knex, category: string): Promise<CategorySnapshot> {
+  const [counts, heads, rate] = await Promise.all([
+    db.raw<{ rows: { project_id: string; queued: string; running: string }[] }>(
+      `SELECT project_id, sum(queued) AS queued, sum(running) AS running FROM (
+         SELECT project_id, count(*) AS queued, 0 AS running FROM executions WHERE status = 'queued' AND category = :category GROUP BY project_id
+         UNION ALL
+         SELECT project_id, 0, count(*) FROM executions WHERE status = 'running' AND category = :category GROUP BY project_id
+       ) c GROUP BY project_id`,
+      { category },
+    ),
+    // the projects with queued work (a skip scan: one probe each), then each one's first heads
+    db.raw<{ rows: { project_id: string; created_at: Date; id: string }[] }>(
+      `WITH RECURSIVE projects AS (
+         SELECT (SELECT min(q.project_id) FROM executions q WHERE q.status = 'queued' AND q.category = :category) AS project_id
+         UNION ALL
+         SELECT (SELECT min(q.project_id) FROM executions q WHERE q.status = 'queued' AND q.category = :category AND q.project_id > p.project_id)
+           FROM projects p WHERE p.project_id IS NOT NULL
+       )
+       SELECT p.project_id, h.created_at, h.id
+         FROM projects p
+        CROSS JOIN LATERAL (
+          SELECT q.created_at, q.id FROM executions q
+           WHERE q.status = 'queued' AND q.category = :category AND q.project_id = p.project_id
+           ORDER BY q.created_at, q.id LIMIT ${HEADS}
+        ) h
+        WHERE p.project_id IS NOT NULL
+        ORDER BY p.project_id, h.created_at, h.id`,
+      { category },
+    ),
+    // a literal window, not a parameter: a generic plan would guess a third of every start ever
+    db.raw<{ rows: { started: string; first_at: Date | null; now: Date }[] }>(
+      `SELECT count(*) AS started, min(started_at) AS first_at, tes_now() AS now FROM executions
+        WHERE category = :category AND started_at IS NOT NULL AND started_at > tes_now() - interval '${START_RATE_WINDOW_SECONDS} seconds'`,
+      { category },
+    ),
+  ]);
+  const queued = new Map<string, { count: number; heads: { createdAt: number; id: string }[] }>();
+  const running = new Map<string, number>();
+  for (const c of counts.rows) {
+    if (Number(c.queued) > 0) queued.set(c.project_id, { count: Number(c.queued), heads: [] });
+    if (Number(c.running) > 0) running.set(c.project_id, Number(c.running));
+  }
+  for (const h of heads.rows) queued.get(h.project_id)?.heads.push({ createdAt: h.created_at.getTime(), id: h.id });
+  const r = rate.rows[0]!;
+  return { queued, running, started: Number(r.started), firstStartedAt: r.first_at?.getTime() ?? 0, now: r.now.getTime() };
 }
 
 /** The view with its place in line when it is queued (one more statement then; none otherwise). */
