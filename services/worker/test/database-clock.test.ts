@@ -1,15 +1,12 @@
-import type { Knex } from 'knex';
-import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
+import { DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId, RETENTION_MS } from '@tes/core';
-import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
-import { createMetrics, createNullLogger } from '@tes/observability';
-import { GuardedHttp } from '@tes/outbound';
-import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, seedProject, shiftDatabaseClock, startEmbeddedS3, type EmbeddedS3, type SeededProject, type TestDatabase } from '@tes/testing';
+import { auditLedger, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
+import { seedProject, shiftDatabaseClock, type SeededProject } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import { ReadFailed, type PollResult } from '../src/providers/common';
 import type { AnyRunner } from '../src/runner';
 import { runModel, type HostedModel } from '../src/tools/generate';
+import { engineDeps, noProviders, useEngineStack } from './engine-deps';
 
 /**
  * Times the worker writes for another process to compare come from the database's clock
@@ -18,32 +15,7 @@ import { runModel, type HostedModel } from '../src/tools/generate';
  * expiry, which the janitor compares with tes_now(). Here the database's clock is moved
  * against the worker's (this process's), as two hosts' clocks disagree.
  */
-let database: TestDatabase;
-let s3: EmbeddedS3;
-let db: Knex;
-let store: ObjectStore;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  s3 = await startEmbeddedS3();
-  db = createDb({ url: database.url, poolMax: 3 });
-  store = new ObjectStore({
-    endpoint: s3.endpoint,
-    publicEndpoint: s3.endpoint,
-    bucket: 'database-clock',
-    region: 'us-east-1',
-    accessKeyId: s3.accessKeyId,
-    secretAccessKey: s3.secretAccessKey,
-  });
-  await store.ensureBucket();
-});
-
-afterAll(async () => {
-  store?.close();
-  await db?.destroy();
-  await database?.drop();
-  await s3?.stop();
-});
+const { db, store } = useEngineStack({ bucket: 'database-clock', poolMax: 3 });
 
 beforeEach(async () => {
   await shiftDatabaseClock(db, '0');
@@ -68,26 +40,8 @@ function tool(name: string, external: boolean): ToolDefinition {
 }
 
 function engineFor(definition: ToolDefinition, runner: AnyRunner): StepEngine {
-  return new StepEngine({
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [definition] }),
-    store,
-    runners: { [definition.name]: runner },
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
-    leaseTtlMs: 10_000,
-    artifactPutTimeoutMs: 30_000,
-    workerId: 'wrk_clock',
-    waitMs: 1_000,
-    // a waiting execution is handed back; the test hands it in again itself
-    publishLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: {
-      http: new GuardedHttp({ allowPrivateNetworks: false }),
-      baseUrls: { replicate: '', fal: '', openai: '' },
-      credentials: {},
-      jobTimeoutMs: JOB_TIMEOUT_MS,
-    },
-  });
+  // a waiting execution is handed back (the default publishLater refuses it); the test hands it in again itself
+  return new StepEngine(engineDeps({ db, store }, definition, runner, { workerId: 'wrk_clock', providers: noProviders(JOB_TIMEOUT_MS) }));
 }
 
 async function submitted(p: SeededProject, toolName: string): Promise<string> {

@@ -1,13 +1,10 @@
-import type { Knex } from 'knex';
-import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
+import { DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId } from '@tes/core';
-import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution, type ExecutionMessage } from '@tes/db';
-import { createMetrics, createNullLogger } from '@tes/observability';
-import { GuardedHttp } from '@tes/outbound';
-import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { auditLedger, getExecutionById, getSteps, publishPrices, submitExecution, type ExecutionMessage } from '@tes/db';
+import { seedProject } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import type { AnyRunner } from '../src/runner';
+import { engineDeps, useEngineStack } from './engine-deps';
 
 /**
  * The engine at the start of a drain (stopClaiming, what a worker does on SIGTERM), driven
@@ -15,32 +12,7 @@ import type { AnyRunner } from '../src/runner';
  * delay queue, never claimed; a running execution ends the step it is running, records it, and
  * is given back before its next step, which another worker runs.
  */
-let database: TestDatabase;
-let s3: EmbeddedS3;
-let db: Knex;
-let store: ObjectStore;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  s3 = await startEmbeddedS3();
-  db = createDb({ url: database.url, poolMax: 3 });
-  store = new ObjectStore({
-    endpoint: s3.endpoint,
-    publicEndpoint: s3.endpoint,
-    bucket: 'engine-drain',
-    region: 'us-east-1',
-    accessKeyId: s3.accessKeyId,
-    secretAccessKey: s3.secretAccessKey,
-  });
-  await store.ensureBucket();
-});
-
-afterAll(async () => {
-  store?.close();
-  await db?.destroy();
-  await database?.drop();
-  await s3?.stop();
-});
+const { db, store } = useEngineStack({ bucket: 'engine-drain', poolMax: 3 });
 
 const twoSteps: ToolDefinition = {
   name: 'test.two',
@@ -57,27 +29,14 @@ const twoSteps: ToolDefinition = {
 };
 
 function engineFor(runner: AnyRunner, deferred: ExecutionMessage[]): StepEngine {
-  return new StepEngine({
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [twoSteps] }),
-    store,
-    runners: { [twoSteps.name]: runner },
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
-    leaseTtlMs: 10_000,
-    artifactPutTimeoutMs: 30_000,
-    workerId: 'wrk_drain',
-    waitMs: 1_000,
-    publishLater: async (message) => {
-      deferred.push(message);
-    },
-    providers: {
-      http: new GuardedHttp({ allowPrivateNetworks: false }),
-      baseUrls: { replicate: '', fal: '', openai: '' },
-      credentials: {},
-      jobTimeoutMs: 1_000,
-    },
-  });
+  return new StepEngine(
+    engineDeps({ db, store }, twoSteps, runner, {
+      workerId: 'wrk_drain',
+      publishLater: async (message) => {
+        deferred.push(message);
+      },
+    }),
+  );
 }
 
 async function submitTwoSteps(key: string): Promise<{ id: string; projectId: string }> {

@@ -1,14 +1,12 @@
-import type { Knex } from 'knex';
-import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
+import { DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId } from '@tes/core';
-import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, reapExpiredLeases, submitExecution, type ExecutionMessage } from '@tes/db';
-import { createMetrics, createNullLogger } from '@tes/observability';
-import { GuardedHttp } from '@tes/outbound';
+import { auditLedger, getExecutionById, getSteps, publishPrices, reapExpiredLeases, submitExecution, type ExecutionMessage } from '@tes/db';
 import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { seedProject, useTestDatabase } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import type { AnyRunner, StepContext } from '../src/runner';
 import * as older from '../../../libs/db/test/previous-release/older-statements';
+import { engineDeps } from './engine-deps';
 
 /**
  * A stale run of an execution never writes after the execution was claimed again (issue #26,
@@ -21,13 +19,10 @@ import * as older from '../../../libs/db/test/previous-release/older-statements'
  * And a claim after one by an older release's worker (whose claims did not count `claims`)
  * resumes after the steps that worker ran (defect 1): a provider step is never sent twice.
  */
-let database: TestDatabase;
-let db: Knex;
+const { db } = useTestDatabase({ poolMax: 4 });
 let store: ObjectStore;
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  db = createDb({ url: database.url, poolMax: 4 });
+beforeAll(() => {
   // no step here stores a file: the store is never called
   store = new ObjectStore({
     endpoint: 'http://127.0.0.1:9',
@@ -39,10 +34,8 @@ beforeAll(async () => {
   });
 });
 
-afterAll(async () => {
+afterAll(() => {
   store?.close();
-  await db?.destroy();
-  await database?.drop();
 });
 
 const gen: ToolDefinition = {
@@ -59,31 +52,15 @@ const gen: ToolDefinition = {
   plan: () => [{ name: 'gen', external: true, billed: true }],
 };
 
-function engineFor(runner: AnyRunner, deferred: ExecutionMessage[]): StepEngine {
-  return new StepEngine({ ...engineDeps(deferred), runners: { [gen.name]: runner } });
-}
-
-function engineDeps(deferred: ExecutionMessage[]): ConstructorParameters<typeof StepEngine>[0] {
-  return {
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [gen] }),
-    store,
-    runners: {},
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
-    // long: no renewal runs during a test (every third of it), so the expiry below is the test's own
-    leaseTtlMs: 60_000,
-    workerId: 'wrk_same',
-    artifactPutTimeoutMs: 30_000,
-    waitMs: 1_000,
-    publishLater: async (message) => void deferred.push(message),
-    providers: {
-      http: new GuardedHttp({ allowPrivateNetworks: false }),
-      baseUrls: { replicate: '', fal: '', openai: '' },
-      credentials: {},
-      jobTimeoutMs: 1_000,
-    },
-  };
+function engineFor(runner: AnyRunner, deferred: ExecutionMessage[], tool: ToolDefinition = gen): StepEngine {
+  return new StepEngine(
+    engineDeps({ db, store }, tool, runner, {
+      // long: no renewal runs during a test (every third of it), so the expiry below is the test's own
+      leaseTtlMs: 60_000,
+      workerId: 'wrk_same',
+      publishLater: async (message) => void deferred.push(message),
+    }),
+  );
 }
 
 function latch(): { promise: Promise<void>; open: () => void } {
@@ -264,11 +241,7 @@ it("an execution an older release's worker began is resumed after the step it ra
       return { units: 1 };
     },
   };
-  const engine = new StepEngine({
-    ...engineDeps([]),
-    catalog: new Catalog({ enableTestTools: true, extraTools: [twoSteps] }),
-    runners: { 'test.gen2': runner },
-  });
+  const engine = engineFor(runner, [], twoSteps);
   expect(await engine.handle({ executionId: id, projectId: p.projectId }, 'test')).toBe('ack');
   expect(calls).toEqual(['finish']);
   expect(await getExecutionById(db, id)).toMatchObject({ status: 'succeeded', chargedMicros: 2_000 });

@@ -1,47 +1,21 @@
 import { execFileSync } from 'node:child_process';
-import type { Knex } from 'knex';
 import { Catalog, DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
 import { newId } from '@tes/core';
-import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
-import { createLogger, createMetrics, createNullLogger, type Logger, type Metrics } from '@tes/observability';
+import { auditLedger, getExecutionById, getSteps, publishPrices, submitExecution } from '@tes/db';
+import { createLogger, createMetrics, type Logger, type Metrics } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
-import { CaptureTransport, createTestDatabase, seedProject, startEmbeddedS3, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { CaptureTransport, seedProject } from '@tes/testing';
 import { StepEngine } from '../src/engine';
-import { GuardedHttp } from '@tes/outbound';
 import { runProgram } from '../src/programs';
 import type { AnyRunner } from '../src/runner';
+import { engineDeps, useEngineStack } from './engine-deps';
 
 /**
  * The engine's own bounds, driven directly on a real database and S3: the 21st step fails
  * the execution with step_limit_exceeded (the catalog also refuses such input at quote
  * time, so this is the engine's last line), and a step's abort signal kills its program.
  */
-let database: TestDatabase;
-let s3: EmbeddedS3;
-let db: Knex;
-let store: ObjectStore;
-
-beforeAll(async () => {
-  database = await createTestDatabase();
-  s3 = await startEmbeddedS3();
-  db = createDb({ url: database.url, poolMax: 3 });
-  store = new ObjectStore({
-    endpoint: s3.endpoint,
-    publicEndpoint: s3.endpoint,
-    bucket: 'engine-limits',
-    region: 'us-east-1',
-    accessKeyId: s3.accessKeyId,
-    secretAccessKey: s3.secretAccessKey,
-  });
-  await store.ensureBucket();
-});
-
-afterAll(async () => {
-  store?.close();
-  await db?.destroy();
-  await database?.drop();
-  await s3?.stop();
-});
+const { db, store } = useEngineStack({ bucket: 'engine-limits', poolMax: 3 });
 
 const manySteps: ToolDefinition = {
   name: 'test.many',
@@ -64,26 +38,7 @@ function engineFor(
   objectStore: ObjectStore,
   extra: { earlyAckAfterMs?: number; logger?: Logger; metrics?: Metrics } = {},
 ): StepEngine {
-  return new StepEngine({
-    ...extra,
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [tool] }),
-    store: objectStore,
-    runners: { [tool.name]: runner },
-    logger: extra.logger ?? createNullLogger(),
-    metrics: extra.metrics ?? createMetrics('test', false),
-    leaseTtlMs: 10_000,
-    artifactPutTimeoutMs: 30_000,
-    workerId: 'wrk_test',
-    waitMs: 1_000,
-    publishLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: {
-      http: new GuardedHttp({ allowPrivateNetworks: false }),
-      baseUrls: { replicate: '', fal: '', openai: '' },
-      credentials: {},
-      jobTimeoutMs: 1_000,
-    },
-  });
+  return new StepEngine(engineDeps({ db, store: objectStore }, tool, runner, extra));
 }
 
 // one unit per step, at the 1,000 micros per unit the test prices publish

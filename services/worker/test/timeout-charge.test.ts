@@ -1,15 +1,13 @@
-import type { Knex } from 'knex';
-import { builtinTools, Catalog, DEFAULT_PRICE_LIST, type ModelPrice, type ToolDefinition } from '@tes/catalog';
+import { builtinTools, DEFAULT_PRICE_LIST, type ModelPrice, type ToolDefinition } from '@tes/catalog';
 import { newId, StepError } from '@tes/core';
-import { auditLedger, createDb, getExecutionById, getSteps, publishPrices, recordUpload, submitExecution } from '@tes/db';
-import { createMetrics, createNullLogger } from '@tes/observability';
-import { GuardedHttp } from '@tes/outbound';
+import { auditLedger, getExecutionById, getSteps, publishPrices, recordUpload, submitExecution } from '@tes/db';
 import { ObjectStore } from '@tes/storage';
-import { createTestDatabase, seedProject, startEmbeddedS3, startTcpRelay, type EmbeddedS3, type TestDatabase } from '@tes/testing';
+import { seedProject, startTcpRelay } from '@tes/testing';
 import { StepEngine } from '../src/engine';
 import { SharpSandbox } from '../src/media/sharp-sandbox';
 import type { AnyRunner } from '../src/runner';
 import { RUNNERS } from '../src/tools';
+import { engineDeps, useEngineStack } from './engine-deps';
 
 /**
  * A step that runs out of its deadline on its own work is not free (issue #25, item 4): 4
@@ -18,35 +16,15 @@ import { RUNNERS } from '../src/tools';
  * at the model's timeout rate, capped at what remains of the reservation; every other failure
  * stays free. Driven on the real engine, Postgres, S3 and the sharp sandbox.
  */
-let database: TestDatabase;
-let s3: EmbeddedS3;
-let db: Knex;
-let store: ObjectStore;
 const sandbox = new SharpSandbox();
 
-beforeAll(async () => {
-  database = await createTestDatabase();
-  s3 = await startEmbeddedS3();
-  db = createDb({ url: database.url, poolMax: 3 });
-  store = new ObjectStore({
-    endpoint: s3.endpoint,
-    publicEndpoint: s3.endpoint,
-    bucket: 'timeout-charge',
-    region: 'us-east-1',
-    accessKeyId: s3.accessKeyId,
-    secretAccessKey: s3.secretAccessKey,
-  });
-  await store.ensureBucket();
-});
-
+// declared before the stack's hooks, so that it runs while the database is still there
 afterAll(async () => {
   expect((await auditLedger(db)).ok).toBe(true);
   await sandbox.stop();
-  store?.close();
-  await db?.destroy();
-  await database?.drop();
-  await s3?.stop();
 });
+
+const { db, s3, store } = useEngineStack({ bucket: 'timeout-charge', poolMax: 3 });
 
 /** A tool of our own compute: `steps` steps of one unit each, the last one `lastTimeoutMs` long. */
 function ownTool(steps: number, lastTimeoutMs: number): ToolDefinition {
@@ -72,26 +50,7 @@ const shortRender: ToolDefinition = {
 };
 
 function engineFor(tool: ToolDefinition, runner: AnyRunner, objectStore: ObjectStore = store): StepEngine {
-  return new StepEngine({
-    db,
-    catalog: new Catalog({ enableTestTools: true, extraTools: [tool] }),
-    store: objectStore,
-    runners: { [tool.name]: runner },
-    sandbox,
-    logger: createNullLogger(),
-    metrics: createMetrics('test', false),
-    leaseTtlMs: 10_000,
-    artifactPutTimeoutMs: 30_000,
-    workerId: 'wrk_test',
-    waitMs: 1_000,
-    publishLater: async () => Promise.reject(new Error('nothing is deferred here')),
-    providers: {
-      http: new GuardedHttp({ allowPrivateNetworks: false }),
-      baseUrls: { replicate: '', fal: '', openai: '' },
-      credentials: {},
-      jobTimeoutMs: 1_000,
-    },
-  });
+  return new StepEngine(engineDeps({ db, store: objectStore }, tool, runner, { sandbox }));
 }
 
 async function pricesWith(tool: string, model: string, price: ModelPrice): Promise<string> {
