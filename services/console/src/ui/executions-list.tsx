@@ -16,13 +16,23 @@ export function ExecutionsList(props: { api: Api; catalog: Catalog; open: (id: s
   const [loading, setLoading] = useState(false);
   const before = cursors[cursors.length - 1];
 
+  // An answer is shown only while its filters are still the chosen ones: two filter changes in
+  // quick succession send two lists, and the first answer may arrive last (CI saw the unfiltered
+  // page overwrite the filtered one); the effect's cleanup marks the older request stale.
   const load = () => {
+    let current = true;
     setLoading(true);
     setError(null);
     props.api
       .list({ status, tool, limit: PAGE_SIZE, ...(before ? { before } : {}) })
-      .then(setPage, setError)
-      .finally(() => setLoading(false));
+      .then(
+        (p) => current && setPage(p),
+        (err: unknown) => current && setError(err),
+      )
+      .finally(() => current && setLoading(false));
+    return () => {
+      current = false;
+    };
   };
   useEffect(load, [status, tool, before]);
 
@@ -35,7 +45,7 @@ export function ExecutionsList(props: { api: Api; catalog: Catalog; open: (id: s
     <section class="panel" aria-labelledby="h-executions">
       <div class="panel-head">
         <h2 id="h-executions">Executions</h2>
-        <button type="button" class="small secondary" onClick={load} disabled={loading}>
+        <button type="button" class="small secondary" onClick={() => load()} disabled={loading}>
           Refresh
         </button>
       </div>
