@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { runCli } from '../src/cli';
 import { COMMANDS } from '../src/commands';
@@ -40,8 +40,10 @@ test('the check sees a captured stdout without -s, and accepts one with it', () 
   );
 });
 
-test('README and deploy/README: every admin command whose stdout is redirected or piped runs npm with -s', () => {
-  for (const file of ['README.md', 'deploy/README.md']) {
+test('README, deploy/README and docs/: every admin command whose stdout is redirected or piped runs npm with -s', () => {
+  const docs = readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md'));
+  expect(docs).toContain('operations.md');
+  for (const file of ['README.md', 'deploy/README.md', ...docs.map((f) => `docs/${f}`)]) {
     expect({ file, loud: loud(adminLines(readFileSync(path.join(ROOT, file), 'utf8'))) }).toEqual({ file, loud: [] });
   }
 });
