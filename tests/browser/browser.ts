@@ -39,7 +39,7 @@ export async function shoot(page: Page, name: string, options: { fullPage?: bool
 }
 
 /**
- * The README's picture of the console: the viewport only, as a palette PNG (a tenth of the
+ * The README's picture of the console (docs/console.png): the viewport only, as a palette PNG (a tenth of the
  * size of a full-colour one). Copied by hand to docs/console.png when the console changes.
  */
 export async function shootForReadme(page: Page): Promise<void> {

@@ -17,7 +17,7 @@ const stack = useStack({
     LEASE_TTL_MS: '4000',
     WAIT_RECHECK_MS: '300',
     WORKER_CONCURRENCY: '2',
-    // one project holds both slots here (fair share would give it one of two: README, Fair share)
+    // one project holds both slots here (fair share would give it one of two: docs/architecture.md#fair-share-of-the-worker-slots)
     PROJECT_SLOT_SHARE: '1',
     OUTBOX_GRACE_MS: '300',
     // the worker's drain is SHUTDOWN_TIMEOUT_MS − 5 s: none, so a stop hands running work back at once

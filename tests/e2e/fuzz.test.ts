@@ -10,7 +10,7 @@ import { makeMedia } from '../media';
  * inputSchema and examples (GET /tools): valid requests, then mutated bodies, headers, query
  * strings and path ids. For every response: never a 5xx; Cache-Control: no-store; the JSON
  * envelope (`data`, or `error` whose status fits the HTTP code and whose message is an
- * api-contract.md code); and it matches openapi.json (stack.http() throws on a mismatch).
+ * error code of docs/api.md#errors); and it matches openapi.json (stack.http() throws on a mismatch).
  * After the run: executions, reservations and journal entries exist only for accepted submits.
  * Deterministic: FUZZ_SEED (fixed default), FUZZ_RUNS. A failure prints seed and path and
  * shrinks to a minimal request. No worker runs, so nothing moves after acceptance.

@@ -3,7 +3,7 @@ import { loadOpenApi, OpenApiValidator } from '@tes/testing';
 import { sleep } from './cluster';
 
 /**
- * A client that behaves as the spec asks of one (service-spec.md, submit rule 5): a lost
+ * A client that behaves as the API asks of one (docs/api.md#submit-post-toolstool): a lost
  * response proves nothing, so a submit is resent with the same key and the same body until
  * a real answer arrives. Every answer is checked against openapi.json and every status is
  * tallied, so a suite can assert that no 500 was ever returned.

@@ -41,7 +41,7 @@ from .types import (
 
 CLIENT_VERSION = "0.1.0"
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
-#: service-spec.md §4: poll an execution no more often than every 5 seconds.
+#: docs/api.md#limits: poll an execution no more often than every 5 seconds.
 DEFAULT_POLL_INTERVAL_SECONDS = 5.0
 
 
@@ -108,7 +108,7 @@ class TesClient:
         return cast(Quote, self._http.request("POST", "/tools/quote", body=body).body["data"])
 
     def upload(self, source: Union[bytes, bytearray, memoryview, PathLike], mime_type: Optional[str] = None) -> UploadedFile:
-        """POST /tools/upload (api-contract.md: the bytes in Base64 JSON). ``source`` is the bytes
+        """POST /tools/upload (docs/api.md#upload-post-toolsupload: the bytes in Base64 JSON). ``source`` is the bytes
         or a file path; the MIME type is detected from the bytes (or the file name) when not
         given. Identical content gives the same file id, which is why a resend is safe."""
         name: Optional[str] = None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Protocol, Type
 if TYPE_CHECKING:
     from .types import Execution
 
-#: Every ``error.message`` code the API answers with (api-contract.md, "Error codes").
+#: Every ``error.message`` code the API answers with (docs/api.md#errors).
 ERROR_CODES = (
     "invalid_json",
     "invalid_request",

@@ -24,7 +24,7 @@ import type {
 
 export const CLIENT_VERSION = '0.1.0';
 export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080';
-/** service-spec.md §4: poll an execution no more often than every 5 seconds. */
+/** docs/api.md#limits: poll an execution no more often than every 5 seconds. */
 export const DEFAULT_POLL_INTERVAL_MS = 5_000;
 
 export interface TesClientOptions {

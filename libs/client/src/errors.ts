@@ -1,7 +1,7 @@
 import type { Execution } from './types';
 
 /**
- * Every `error.message` code the API answers with (api-contract.md, "Error codes").
+ * Every `error.message` code the API answers with (docs/api.md#errors).
  * A test checks this list against every code services/gateway/openapi.json documents, so
  * a new code cannot reach callers unnamed.
  */

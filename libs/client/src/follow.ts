@@ -120,7 +120,7 @@ async function followWait(client: FollowClient, from: Execution, o: FollowOption
   return execution;
 }
 
-/** Plain polling, never more often than pollIntervalMs (5 s by default, service-spec §4) or the Retry-After. */
+/** Plain polling, never more often than pollIntervalMs (5 s by default, docs/api.md#limits) or the Retry-After. */
 async function followPoll(client: FollowClient, from: Execution, o: FollowOptions, retryAfterSeconds: number | undefined): Promise<Execution> {
   let execution = from;
   let retryAfter = retryAfterSeconds;

@@ -69,7 +69,7 @@ export interface RunResult {
  *   with a new key, or it can pay twice;
  * - then the execution is followed (follow.ts): a stream or a wait sends a request only when
  *   something changed or a wait ran out; polls are at least `pollIntervalMs` apart (5 s by
- *   default, service-spec §4) and wait longer when the gateway's Retry-After says so.
+ *   default, docs/api.md#limits) and wait longer when the gateway's Retry-After says so.
  *
  * Only 'wait' sends `Prefer: wait` on the submit: there it makes a short run one request. The
  * others submit without it, because the answer then comes at once and the stream reports every

@@ -1372,7 +1372,7 @@ export interface components {
         /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
         RequestIdHeader: string;
         /**
-         * @description Required for paid execution (service-spec: "required"). It is declared `required: false` only so that the documented answer to a request without it, `400 idempotency_key_required`, is part of this description; a key not matching the pattern gives `400 idempotency_key_invalid`. Scoped to the project: same key + same API key + same body returns the original execution (Idempotent-Replayed: true); any other reuse is 409.
+         * @description Required for paid execution (docs/api.md#submit-post-toolstool). It is declared `required: false` only so that the documented answer to a request without it, `400 idempotency_key_required`, is part of this description; a key not matching the pattern gives `400 idempotency_key_invalid`. Scoped to the project: same key + same API key + same body returns the original execution (Idempotent-Replayed: true); any other reuse is 409.
          * @example render-0001
          */
         IdempotencyKey: string;
@@ -1656,7 +1656,7 @@ export interface operations {
             query?: never;
             header?: {
                 /**
-                 * @description Required for paid execution (service-spec: "required"). It is declared `required: false` only so that the documented answer to a request without it, `400 idempotency_key_required`, is part of this description; a key not matching the pattern gives `400 idempotency_key_invalid`. Scoped to the project: same key + same API key + same body returns the original execution (Idempotent-Replayed: true); any other reuse is 409.
+                 * @description Required for paid execution (docs/api.md#submit-post-toolstool). It is declared `required: false` only so that the documented answer to a request without it, `400 idempotency_key_required`, is part of this description; a key not matching the pattern gives `400 idempotency_key_invalid`. Scoped to the project: same key + same API key + same body returns the original execution (Idempotent-Replayed: true); any other reuse is 409.
                  * @example render-0001
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];

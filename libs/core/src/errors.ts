@@ -1,5 +1,5 @@
 /**
- * The stable error codes of api-contract.md. Library code throws AppError with one of
+ * The stable error codes (docs/api.md#errors). Library code throws AppError with one of
  * these; the gateway maps code -> HTTP status and error.status in one exhaustive table.
  */
 export const ERROR_CODES = [
@@ -37,8 +37,7 @@ export const ERROR_CODES = [
   'execution_not_found',
   'artifact_not_found',
   'artifact_expired',
-  // 405: not in api-contract.md's table; the gateway's choice for a method a known path does
-  // not take (README, "Security": answers outside the contract's table)
+  // 405: the gateway's choice for a method a known path does not take (docs/api.md#errors)
   'method_not_allowed',
   // 409
   'idempotency_key_reused',

@@ -1,7 +1,7 @@
 import { randomFillSync } from 'node:crypto';
 import { monotonicFactory } from 'ulid';
 
-/** Prefixes of every public identifier (api-contract.md, "ID form"). */
+/** Prefixes of every public identifier (docs/api.md#identifiers). */
 export type IdPrefix = 'org' | 'prj' | 'key' | 'file' | 'exe' | 'art' | 'whk';
 
 /**

@@ -1,4 +1,4 @@
-/** Upload formats (service-spec.md §8) and their accepted MIME strings (api-contract.md). */
+/** Upload formats and their accepted MIME strings (docs/api.md#upload-post-toolsupload). */
 export type UploadFormat = 'jpeg' | 'png' | 'wav' | 'mp3' | 'mp4';
 
 const MIME_TO_FORMAT: Record<string, UploadFormat> = {

@@ -1,4 +1,4 @@
-/** Execution states (service-spec.md §3) and the moves api-contract.md allows. */
+/** Execution states and the moves between them (docs/api.md#states-and-moves). */
 export const EXECUTION_STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled', 'needs_review'] as const;
 
 export type ExecutionStatus = (typeof EXECUTION_STATUSES)[number];
@@ -32,8 +32,8 @@ export function statesThatMoveTo(to: ExecutionStatus): ExecutionStatus[] {
   return EXECUTION_STATUSES.filter((from) => MOVES[from].includes(to));
 }
 
-/** An execution has at most this many steps (service-spec.md §2). */
+/** An execution has at most this many steps (docs/api.md#limits). */
 export const MAX_STEPS = 20;
 
-/** How long uploads and artifacts are kept (api-contract.md: 30 days), from their creation. */
+/** How long uploads and artifacts are kept (docs/api.md#limits: 30 days), from their creation. */
 export const RETENTION_MS = 30 * 24 * 3600 * 1000;

@@ -60,7 +60,7 @@ describe('ids', () => {
 });
 
 describe('execution states', () => {
-  // The moves table of api-contract.md "States and moves", written out independently.
+  // The moves table of docs/api.md#states-and-moves, written out independently.
   const CONTRACT: Record<ExecutionStatus, ExecutionStatus[]> = {
     queued: ['running', 'cancelled', 'failed'],
     running: ['waiting', 'succeeded', 'failed', 'cancelled', 'needs_review'],

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import { prepared } from './prepared';
 
 /**
- * The outbox (architecture.md, paths 1 and 4): the one owner of its rows and of the message
+ * The outbox (docs/architecture.md#the-paths-that-must-never-lose-money-or-work: submit and recover): the one owner of its rows and of the message
  * they carry. A row is written in the same statement or transaction as the state change that
  * needs a worker to look at an execution (a submit, a hand-back by the reaper); after commit the
  * writer publishes it (the gateway's dispatcher) and, if that does not happen, the relay's sweep
@@ -113,7 +113,7 @@ export async function oldestUnsentAgeSeconds(db: Knex): Promise<number> {
 export const MAX_REDISPATCH_MS = 30 * 60_000;
 
 /**
- * The reaper (architecture.md, path 4): every execution open for work carries a deadline in
+ * The reaper (docs/operations.md#recovery-the-database-is-the-truth): every execution open for work carries a deadline in
  * lease_expires_at by which someone must have touched it. Past it, the execution is handed
  * back and a new outbox row is written in the same transaction, so its message is published
  * by the normal path, whatever the broker lost:

@@ -16,7 +16,7 @@ import { addKey, useTestDatabase } from '@tes/testing';
 import * as previous from './previous-release/statements';
 
 /**
- * The fair-share claim (issue #25) against a reference model of its order (README, Fair share):
+ * The fair-share claim (issue #25) against a reference model of its order (docs/architecture.md#fair-share-of-the-worker-slots):
  * random submits from several projects in two organizations, random finishes, claims one at a
  * time and several at once. Every pick must equal the model's; no project or organization ever
  * runs more than its limit, whatever claims race; a claim that finds nothing means nothing is

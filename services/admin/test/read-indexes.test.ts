@@ -10,7 +10,7 @@ import { journalTotals, listExecutionSummaries, listKeys } from '../src/read-que
  * answered by the index named beside it (migration 20261123000016 and the per-project indexes).
  * The planner is told to avoid sequential scans, so a small test table still shows which index
  * fits; a query reshaped so that its index no longer fits (a predicate the partial index does not
- * imply, an order the index does not give) fails here. README "Operating it" has the timings on
+ * imply, an order the index does not give) fails here. docs/operations.md#the-admin-cli has the timings on
  * 400k executions and 2M journal entries.
  */
 const { db } = useTestDatabase({ poolMax: 2 });

@@ -10,7 +10,7 @@ import { httpFor } from './errors';
  * hooks it writes a bare `400`/`431`/`408` (no body, no Cache-Control, no request id) or
  * `417`. Each gets the contract's envelope and headers instead.
  *
- * Codes (api-contract.md has none for these, README "Security" records the choice): the
+ * Codes (the error table has none for these; docs/api.md#answers-outside-the-table records the choice): the
  * HTTP status says what the parser refused, the envelope carries the nearest contract code.
  * A malformed request line, header or body framing (CL+TE, two Content-Lengths, a broken
  * chunk) is `400 invalid_request`; headers over the parser's limit `431 request_too_large`

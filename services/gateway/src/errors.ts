@@ -13,7 +13,7 @@ export type ErrorStatus =
   | 'INTERNAL'
   | 'UNAVAILABLE';
 
-/** The one table that maps an error code to its HTTP status and error.status (api-contract.md). */
+/** The one table that maps an error code to its HTTP status and error.status (docs/api.md#errors). */
 export function httpFor(code: ErrorCode): { http: number; status: ErrorStatus } {
   switch (code) {
     case 'invalid_json':
@@ -51,7 +51,7 @@ export function httpFor(code: ErrorCode): { http: number; status: ErrorStatus } 
     case 'artifact_not_found':
     case 'artifact_expired':
       return { http: 404, status: 'NOT_FOUND' };
-    // Not in api-contract.md: a method the path does not take (with an Allow header). The
+    // The gateway's own code for a method the path does not take (with an Allow header). The
     // canonical status is grpc-gateway's for the same case (a routing 405 is UNIMPLEMENTED).
     case 'method_not_allowed':
       return { http: 405, status: 'UNIMPLEMENTED' };

@@ -46,7 +46,7 @@ export interface EngineDeps extends Omit<ExecutionDeps, 'sandbox' | 'shutdown' |
 const DEFAULT_PROJECT_SLOT_SHARE = 0.5;
 
 /**
- * The step engine (architecture.md, path 2). For one message it claims the execution with a
+ * The step engine (docs/architecture.md#the-paths-that-must-never-lose-money-or-work, Run). For one message it claims the execution with a
  * lease, runs the remaining steps in order, records each step before and after it runs,
  * stops before a new step when cancellation was requested, and settles. Every write is
  * fenced by the lease, so a worker that lost its lease (expired, reaped) changes nothing.
@@ -105,7 +105,7 @@ export class StepEngine {
 
   /**
    * Handles one message from `category`'s queue. The message is a hint, "there is work in C"
-   * (README, Fair share): its execution is resumed by id when it was already started (waiting
+   * (docs/architecture.md#fair-share-of-the-worker-slots): its execution is resumed by id when it was already started (waiting
    * on a provider, handed back, its lease expired); otherwise the slot claims the next queued
    * execution of C in the fair order, which may be another one (the database decides). When
    * that execution ends, the slot claims the next one of C before it is given up, so work that

@@ -88,7 +88,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
       ),
   );
   // The slots this worker adds to each category, from before its first claim: a project's default
-  // limit is a share of the live ones (README, Fair share). A failed heartbeat is retried at the
+  // limit is a share of the live ones (docs/architecture.md#fair-share-of-the-worker-slots). A failed heartbeat is retried at the
   // next; meanwhile the row ages out, and the claims count this worker's own slots at worst.
   await heartbeatWorkerSlots(db, workerId, slots);
   const heartbeat = setInterval(() => {

@@ -68,7 +68,7 @@ const QUEUED_PROJECTS_CTE = `queued_projects AS (
    )`;
 
 /**
- * The fair pick (README "Fair share"): among the projects with queued work in the category
+ * The fair pick (docs/architecture.md#fair-share-of-the-worker-slots): among the projects with queued work in the category
  * that are under their limit, and whose organization is under its limit, the one with
  *   1. the fewest running executions of the category in its organization, then
  *   2. the fewest running in the project, then
@@ -111,7 +111,7 @@ const FAIR_CLAIM_SQL = `WITH RECURSIVE ${DEFAULT_LIMIT_CTE}, ${RUNNING_CTE}, ${Q
  * category are serialized by a transaction-scoped advisory lock, taken before the pick's
  * statement so its snapshot sees every claim committed before it: the limits hold exactly
  * however many workers claim at once. The lock is held for one statement: a claim costs a few
- * index probes per project with queued work (EXPLAIN in the README).
+ * index probes per project with queued work (EXPLAIN in docs/architecture.md#fair-share-of-the-worker-slots).
  *
  * A worker of the previous release claims by id (claimExecution without the pick): it may run
  * work beyond a limit during a rolling deploy. The UPDATE re-checks `status = 'queued'`, so

@@ -23,7 +23,7 @@ export type PublicExecutionFields = Pick<
 export type PublicStepFields = Pick<StepRecord, 'executionId' | 'index' | 'name' | 'status' | 'costMicros' | 'startedAt' | 'finishedAt'>;
 
 /**
- * The public execution object of api-contract.md, as GET answers it, as its event stream sends it
+ * The public execution object (docs/api.md#the-execution), as GET answers it, as its event stream sends it
  * and as its webhooks carry it. Never file bytes, never a URL. `place`, read by queuePlaces() for
  * a queued execution, adds progress.queuePosition and progress.estimatedStartAt; they are shown
  * only while the execution is queued (a place read just before a claim is dropped).

@@ -35,7 +35,7 @@ const START_RATE_WINDOW_SECONDS = 300;
  * work (one skip-scan probe and one short range per project), and the category's starts of the
  * last 5 minutes (executions_category_started_idx). The tie rule needs Q's (n+1)-th head; past the
  * first HEADS it is counted as starting first (the position is then at most one too high per such
- * project: an estimate that errs late, never early). Measured in the README ("Your place in line").
+ * project: an estimate that errs late, never early). Measured in docs/architecture.md#fair-share-of-the-worker-slots.
  */
 export async function queuePlaces(db: Knex, ids: readonly string[], options: { maxAgeMs?: number } = {}): Promise<Map<string, QueuePlace>> {
   if (ids.length === 0) return new Map();

@@ -1,4 +1,4 @@
-/** Ending an execution: settlement, cancellation, abandonment (architecture.md, path 3). */
+/** Ending an execution: settlement, cancellation, abandonment (docs/architecture.md#the-paths-that-must-never-lose-money-or-work). */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { ExecutionStatus } from '@tes/core';
@@ -33,7 +33,7 @@ export interface SettleResult {
 }
 
 /**
- * Settlement (architecture.md, path 3) in one statement, so one transaction: the fenced
+ * Settlement (docs/architecture.md#the-paths-that-must-never-lose-money-or-work) in one statement, so one transaction: the fenced
  * terminal status, the charge (never above the reservation), the release of the rest to
  * the available balance, this month's cap counter, the usage counter and the journal.
  * Returns null when the fence did not match: someone else already moved the execution.
@@ -111,7 +111,7 @@ const toSettleResult = (row: SettleRow | undefined): SettleResult | null =>
   row ? { id: row.id, tool: row.tool, reservedMicros: row.reserved_micros, chargedMicros: row.charged_micros, createdAt: iso(row.created_at)! } : null;
 
 /**
- * Settlement (architecture.md, path 3) in one statement, so one transaction: the fenced
+ * Settlement (docs/architecture.md#the-paths-that-must-never-lose-money-or-work) in one statement, so one transaction: the fenced
  * terminal status, the charge (never above the reservation), the release of the rest to
  * the available balance, this month's cap counter, the usage counter and the journal.
  * Returns null when the fence did not match: someone else already moved the execution.

@@ -7,7 +7,7 @@ export type StepStart = 'started' | 'cancel_requested' | 'lease_lost';
 
 /**
  * Records that a step starts, fenced by the lease and by cancellation in one statement: no new
- * step starts once a cancel was accepted (api-contract.md), even a cancel that landed after the
+ * step starts once a cancel was accepted (docs/api.md#cancel-post-toolsexecutionsidcancel), even a cancel that landed after the
  * claim. 'cancel_requested': the caller settles as cancelled; 'lease_lost': stop.
  *
  * The lease check here, in finishStep and in recordExternalRef locks the execution row FOR

@@ -1,4 +1,4 @@
-/** The submit (architecture.md, path 1): reservation, execution, its files, outbox row and journal in one statement. */
+/** The submit (docs/architecture.md#the-paths-that-must-never-lose-money-or-work): reservation, execution, its files, outbox row and journal in one statement. */
 import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
 import { AppError } from '@tes/core';
@@ -33,7 +33,7 @@ export type SubmitResult =
   { kind: 'created'; execution: ExecutionRecord; outbox: OutboxEntry } | { kind: 'existing'; execution: ExecutionRecord };
 
 /**
- * The submit (architecture.md, path 1) as ONE statement, so one round trip and one commit:
+ * The submit (docs/architecture.md#the-paths-that-must-never-lose-money-or-work) as ONE statement, so one round trip and one commit:
  * the conditional reservation on the project's balance row, the execution (its idempotency
  * binding), its outbox row and the reservation's journal entries.
  *

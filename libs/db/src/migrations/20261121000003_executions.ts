@@ -33,7 +33,7 @@ export async function up(knex: Knex): Promise<void> {
       reserved_micros   bigint NOT NULL CHECK (reserved_micros >= 0),
       charged_micros    bigint NOT NULL DEFAULT 0 CHECK (charged_micros >= 0 AND charged_micros <= reserved_micros),
       cancel_requested  boolean NOT NULL DEFAULT false,
-      -- The idempotency binding lives as long as the execution (api-contract.md).
+      -- The idempotency binding lives as long as the execution (docs/api.md#submit-post-toolstool).
       idempotency_key   text NOT NULL,
       request_digest    text NOT NULL,
       output            jsonb,

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 
 /**
  * Indexes for the operator's reads (issue #17), each measured with EXPLAIN ANALYZE on a database
- * of 400k executions and 2M journal entries (before -> after in the README's "Operating it"):
+ * of 400k executions and 2M journal entries (before -> after in docs/operations.md#the-admin-cli):
  *
  * - executions_needs_review_idx: "which executions need review?" across every project read the
  *   whole table (a parallel seq scan, 200 ms); partial, so it holds only the few executions that

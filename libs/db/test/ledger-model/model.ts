@@ -4,7 +4,7 @@ import type { ExecutionStatus } from '@tes/core';
 
 /*
  * The in-memory model of ledger-model.test.ts: its state, its constants and the money and
- * state rules it predicts the database by (api-contract.md "Money rules", "States and moves").
+ * state rules it predicts the database by (docs/api.md#money, docs/api.md#states-and-moves).
  */
 
 export interface MStep {
@@ -85,7 +85,7 @@ export async function setClock(db: Knex, t: number): Promise<void> {
 }
 export const monthOf = (t: number) => new Date(EPOCH + t).toISOString().slice(0, 8) + '01';
 
-// ---- the model's rules (api-contract.md "Money rules", "States and moves") ----
+// ---- the model's rules (docs/api.md#money, docs/api.md#states-and-moves) ----
 export const isOpenForWork = (e: MExec) => e.status === 'queued' || e.status === 'running' || e.status === 'waiting';
 export const succeededCost = (e: MExec) => e.steps.filter((s) => s.status === 'succeeded').reduce((a, s) => a + s.cost, 0);
 export const isPast = (m: Model, deadline: number | null) => deadline !== null && deadline < m.clock;
