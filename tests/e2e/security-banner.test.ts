@@ -18,7 +18,7 @@ it('a development stack prints the key, says it is a secret and how to revoke it
     const o = options(nodeEnv);
     const text = exampleText(o);
     expect(secretMayBePrinted(nodeEnv)).toBe(true);
-    expect(text).toContain(`export TES_KEY=${o.key.secret}`);
+    expect(text).toContain(`export TES_API_KEY=${o.key.secret}`);
     expect(text).toContain('It is a secret');
     expect(text).toContain(`npm run admin -- key revoke --key ${o.key.keyId}`);
   }
