@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { newId } from '@tes/core';
 import type { Knex } from 'knex';
 
 export type LedgerAccount = 'funding' | 'available' | 'reserved' | 'charged';
@@ -25,7 +25,7 @@ function journalRows(entry: JournalEntry): Record<string, unknown>[] {
     sum += p.amountMicros;
   }
   if (sum !== 0) throw new Error(`unbalanced journal entry (sum ${sum})`);
-  const transactionId = randomUUID();
+  const transactionId = newId('txn');
   // Zero postings are kept: every movement, even of nothing, leaves its trace for the audit.
   return entry.postings.map((p) => ({
     transaction_id: transactionId,

@@ -1,7 +1,6 @@
 /** Ending an execution: settlement, cancellation, abandonment (docs/architecture.md#the-paths-that-must-never-lose-money-or-work). */
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import type { ExecutionStatus } from '@tes/core';
+import { newId, type ExecutionStatus } from '@tes/core';
 import { prepared } from '../prepared';
 import { iso } from '../time';
 import { EXECUTION_SELECT, getExecution, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
@@ -102,7 +101,7 @@ function settleBindings(input: SettleInput): Knex.ValueDict {
     projectId: input.projectId,
     from: input.from,
     ...(input.leaseOwner !== undefined ? { leaseOwner: input.leaseOwner } : {}),
-    transactionId: randomUUID(),
+    transactionId: newId('txn'),
     kind: input.kind ?? 'settle',
   };
 }

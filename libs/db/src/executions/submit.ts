@@ -1,7 +1,6 @@
 /** The submit (docs/architecture.md#the-paths-that-must-never-lose-money-or-work): reservation, execution, its files, outbox row and journal in one statement. */
-import { randomUUID } from 'node:crypto';
 import type { Knex } from 'knex';
-import { AppError } from '@tes/core';
+import { AppError, newId } from '@tes/core';
 import { prepared } from '../prepared';
 import { isUniqueViolation } from '../pg-errors';
 import { insertOutboxSql, toOutboxEntry, type ExecutionMessage, type OutboxEntry } from '../outbox';
@@ -124,7 +123,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
       idempotencyKey: input.idempotencyKey,
       requestDigest: input.requestDigest,
       dispatchDeadlineMs: input.dispatchDeadlineMs,
-      transactionId: randomUUID(),
+      transactionId: newId('txn'),
       traceparent: input.traceparent ?? null,
     }));
   } catch (err) {
