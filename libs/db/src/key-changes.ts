@@ -1,3 +1,4 @@
+import { backoffDelayMs } from '@tes/core';
 import pg from 'pg';
 import { KEY_CHANGES_CHANNEL } from './accounts';
 
@@ -27,11 +28,10 @@ export class NotificationListener {
   private client: pg.Client | undefined;
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
-  private delay: number;
+  /** Reconnects since the last good connection: the backoff's attempt. */
+  private failures = 0;
 
-  constructor(private readonly o: NotificationListenerOptions) {
-    this.delay = o.retryMs ?? 200;
-  }
+  constructor(private readonly o: NotificationListenerOptions) {}
 
   /** Resolves once listening, or after the first attempt failed (it keeps retrying). */
   async start(): Promise<void> {
@@ -72,18 +72,20 @@ export class NotificationListener {
       return;
     }
     this.client = client;
-    this.delay = this.o.retryMs ?? 200;
+    this.failures = 0;
     this.o.onListening(true);
   }
 
   private retry(): void {
     if (this.stopped || this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.connect();
-    }, this.delay);
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        void this.connect();
+      },
+      backoffDelayMs(this.failures++, { firstMs: this.o.retryMs ?? 200, maxMs: 5_000, jitter: 'none' }),
+    );
     this.timer.unref();
-    this.delay = Math.min(5_000, this.delay * 2);
   }
 
   async stop(): Promise<void> {

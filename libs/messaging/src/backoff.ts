@@ -1,24 +1,17 @@
-/**
- * The one retry policy of the AMQP layer, shared by reconnects and consumer re-subscriptions:
- * 200 ms, doubling, capped at 5 s. Internal to this package (not re-exported).
- */
-export const FIRST_RETRY_MS = 200;
-const MAX_RETRY_MS = 5_000;
+import { backoffDelayMs, sleep, type Backoff } from '@tes/core';
 
-export function nextRetry(delayMs: number): number {
-  return Math.min(delayMs * 2, MAX_RETRY_MS);
+/**
+ * The AMQP layer's use of the one retry policy (core's), shared by reconnects and consumer
+ * re-subscriptions: 200 ms, doubling, capped at 5 s, no jitter (one connection of our own).
+ * Internal to this package (not re-exported).
+ */
+const AMQP_BACKOFF: Backoff = { firstMs: 200, maxMs: 5_000, jitter: 'none' };
+
+export function retryDelayMs(attempt: number): number {
+  return backoffDelayMs(attempt, AMQP_BACKOFF);
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts (a stop must not wait out a backoff). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  if (signal?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
+/** Waits `ms`, or less when `signal` aborts: a stop must not wait out a backoff; the loop's own checks then end it. */
+export async function pause(ms: number, signal: AbortSignal): Promise<void> {
+  await sleep(ms, signal).catch(() => undefined);
 }

@@ -1,6 +1,6 @@
 import amqp, { type ChannelModel } from 'amqplib';
 import type { Logger } from '@tes/observability';
-import { FIRST_RETRY_MS, nextRetry, sleep } from './backoff';
+import { pause, retryDelayMs } from './backoff';
 import { amqpNode, UrlRotation } from './urls';
 
 export type SetupHook = (conn: ChannelModel) => Promise<void>;
@@ -68,17 +68,16 @@ export class AmqpClient {
 
   async start(): Promise<void> {
     const deadline = Date.now() + (this.options.initialTimeoutMs ?? 30_000);
-    let delay = FIRST_RETRY_MS;
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       try {
         await this.connect();
         return;
       } catch (err) {
+        const delay = retryDelayMs(attempt);
         if (Date.now() + delay > deadline || this.stopped) {
           throw new Error(`cannot connect to RabbitMQ at ${this.urls.describe()}: ${(err as Error).message}`, { cause: err });
         }
-        await sleep(delay, this.stopSignal.signal);
-        delay = nextRetry(delay);
+        await pause(delay, this.stopSignal.signal);
       }
     }
   }
@@ -109,15 +108,14 @@ export class AmqpClient {
   }
 
   private async reconnectLoop(): Promise<void> {
-    let delay = FIRST_RETRY_MS;
-    while (!this.stopped && !this.conn) {
-      await sleep(delay, this.stopSignal.signal);
+    for (let attempt = 0; !this.stopped && !this.conn; attempt++) {
+      const delay = retryDelayMs(attempt);
+      await pause(delay, this.stopSignal.signal);
       if (this.stopped) return;
       try {
         await this.connect();
       } catch (err) {
-        this.options.logger.warn('amqp.reconnect.failed', { err: (err as Error).message, retryInMs: delay });
-        delay = nextRetry(delay);
+        this.options.logger.warn('amqp.reconnect.failed', { err: (err as Error).message, retryInMs: retryDelayMs(attempt + 1) });
       }
     }
   }

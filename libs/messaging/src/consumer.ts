@@ -1,6 +1,6 @@
 import type { Channel, ChannelModel, ConsumeMessage } from 'amqplib';
 import type { Logger } from '@tes/observability';
-import { FIRST_RETRY_MS, nextRetry, sleep } from './backoff';
+import { pause, retryDelayMs } from './backoff';
 import type { AmqpClient } from './connection';
 
 /**
@@ -159,12 +159,10 @@ export class Consumer {
 
   private async resubscribe(reason: string, signal: AbortSignal): Promise<void> {
     const since = Date.now();
-    let delay = FIRST_RETRY_MS;
-    let attempts = 0;
-    for (;;) {
+    for (let attempts = 0; ;) {
       // The first wait also lets a closing connection report itself: its channels close
       // before it does, and then the loss is the connection's, handled by its replay.
-      await sleep(delay, signal);
+      await pause(retryDelayMs(attempts), signal);
       const conn = this.conn;
       if (this.stopping || this.live || !conn || !this.client.isOpen(conn)) return;
       if (attempts === 0) this.logger.warn('amqp.consumer.lost', { queue: this.options.queue, reason });
@@ -173,14 +171,13 @@ export class Consumer {
         await this.subscribe(conn);
       } catch (err) {
         this.logger.debug('amqp.consumer.resubscribe_failed', { queue: this.options.queue, attempts, err: (err as Error).message });
-        delay = nextRetry(delay);
         continue;
       }
       if (this.live) {
         this.logger.info('amqp.consumer.recreated', { queue: this.options.queue, reason, attempts, downMs: Date.now() - since });
         return;
       }
-      delay = nextRetry(delay); // ended again at once, or stopping: the checks above decide
+      // ended again at once, or stopping: the checks above decide
     }
   }
 

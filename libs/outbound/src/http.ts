@@ -2,9 +2,8 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
-import { backOff } from 'exponential-backoff';
+import { retry } from '@tes/core';
 import { BlockedAddressError, checkAddress } from './address';
-import { abortableSleep } from './sleep';
 
 /** A response with a status outside 2xx. */
 export class HttpStatusError extends Error {
@@ -162,52 +161,39 @@ export function retryAfterMs(headers: http.IncomingHttpHeaders): number | undefi
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+/** Provider calls' retry policy: 200 ms doubling to 5 s, full jitter (many steps fail together). */
+const PROVIDER_BACKOFF = { firstMs: 200, maxMs: 5_000, jitter: 'full' } as const;
+
+/** The answer's Retry-After, up to 10 s. */
+function retryAfterHint(err: unknown): number | undefined {
+  const wait = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
+  return wait === undefined ? undefined : Math.min(wait, 10_000);
+}
+
 /**
- * Bounded retries (exponential-backoff, with jitter, honouring Retry-After up to 10 s).
- * `retryable` decides per error; requests that may have had an effect must not be retried
- * (a provider POST that failed with a 500 may have created a job).
+ * Bounded retries (at most `attempts`, honouring Retry-After up to 10 s). `retryable` decides
+ * per error; requests that may have had an effect must not be retried (a provider POST that
+ * failed with a 500 may have created a job). The waits end at once when `signal` aborts.
  */
 export async function withRetries<T>(fn: () => Promise<T>, retryable: (err: unknown) => boolean, signal: AbortSignal, attempts = 4): Promise<T> {
-  return backOff(fn, {
-    numOfAttempts: attempts,
-    startingDelay: 200,
-    maxDelay: 5_000,
-    jitter: 'full',
-    retry: async (err: unknown) => {
-      if (signal.aborted || !retryable(err)) return false;
-      const wait = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
-      if (wait) await abortableSleep(Math.min(wait, 10_000), signal);
-      return true;
-    },
-  });
-}
-
-/** Exponential backoff with full jitter: a random delay up to min(capMs, baseMs * 2^attempt). */
-export function backoffDelayMs(attempt: number, baseMs: number, capMs: number): number {
-  return Math.random() * Math.min(capMs, baseMs * 2 ** attempt);
+  return retry(fn, { ...PROVIDER_BACKOFF, retryable, signal, attempts, delayHintMs: retryAfterHint });
 }
 
 /**
- * Retries `fn` while `retryable` says so, with exponential backoff and full jitter (or the
- * answer's Retry-After), starting a new attempt only while it would begin within `windowMs`
- * of the first. A window rather than an attempt count bounds the time: one attempt may take
- * its whole request timeout, and the caller's step has a deadline of its own. The sleeps
- * end at once when `signal` aborts (exponential-backoff's own sleeps cannot be aborted).
- * Rejects with the last error.
+ * Retries `fn` while `retryable` says so (backoff capped at 2 s, or the answer's Retry-After),
+ * starting a new attempt only while it would begin within `windowMs` of the first. A window
+ * rather than an attempt count bounds the time: one attempt may take its whole request timeout,
+ * and the caller's step has a deadline of its own. Rejects with the last error.
  */
 export async function retryWithin<T>(fn: () => Promise<T>, retryable: (err: unknown) => boolean, signal: AbortSignal, windowMs: number): Promise<T> {
-  const until = Date.now() + windowMs;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (signal.aborted || !retryable(err)) throw err;
-      const hinted = err instanceof HttpStatusError ? err.retryAfterMs : undefined;
-      const delay = hinted ?? backoffDelayMs(attempt, 200, 2_000);
-      if (Date.now() + delay > until) throw err;
-      await abortableSleep(delay, signal);
-    }
-  }
+  return retry(fn, {
+    ...PROVIDER_BACKOFF,
+    maxMs: 2_000,
+    retryable,
+    signal,
+    windowMs,
+    delayHintMs: (err) => (err instanceof HttpStatusError ? err.retryAfterMs : undefined),
+  });
 }
 
 /** Safe to retry for reads: rate limits, timeouts, server errors and network failures. */

@@ -1,4 +1,3 @@
 export { addressRefusal, BlockedAddressError, checkDestination } from './address';
 export * from './http';
-export * from './sleep';
 export * from './webhook-signature';

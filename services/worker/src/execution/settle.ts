@@ -1,4 +1,4 @@
-import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffDelayMs, sleep } from '@tes/core';
 import {
   finishLastStepAndSettle,
   isRolledBackError,
@@ -9,7 +9,6 @@ import {
   type StepOutcome,
   type StepRecord,
 } from '@tes/db';
-import { backoffDelayMs } from '@tes/outbound';
 import { withSpan } from '@tes/tracing';
 import { LeaseLost, type ExecutionDeps } from './context';
 
@@ -81,7 +80,7 @@ export async function retryRolledBack<T>(deps: SettleDeps, executionId: string, 
     } catch (err) {
       if (!isRolledBackError(err) || tried >= SETTLE_TRIES) throw err;
       deps.logger.warn('worker.settle.retried', { executionId, tried, code: (err as { code?: string }).code });
-      await sleep(backoffDelayMs(tried, 20, 500));
+      await sleep(backoffDelayMs(tried, { firstMs: 20, maxMs: 500, jitter: 'full' }));
     }
   }
 }

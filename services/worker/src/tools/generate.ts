@@ -1,7 +1,6 @@
-import { StepError } from '@tes/core';
+import { backoffDelayMs, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
 import { fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
-import { backoffDelayMs } from '@tes/outbound';
 import { OutcomeUnknown } from '../outcome-unknown';
 import type { StepContext, StepWait } from '../runner';
 
@@ -135,7 +134,7 @@ async function recheck<Args>(
  */
 function readBackoffMs(failedReads: number, retryAfterMs: number | undefined, jobTimeoutMs: number): number {
   const cap = Math.min(60_000, jobTimeoutMs / 10);
-  return Math.max(backoffDelayMs(failedReads - 1, Math.min(1_000, cap), cap), Math.min(retryAfterMs ?? 0, cap));
+  return Math.max(backoffDelayMs(failedReads - 1, { firstMs: Math.min(1_000, cap), maxMs: cap, jitter: 'full' }), Math.min(retryAfterMs ?? 0, cap));
 }
 
 function jobCheckpoint(cp: Record<string, unknown> | null): JobCheckpoint {
