@@ -1,3 +1,5 @@
+import { SseParser } from '@tes/client';
+
 /** A Server-Sent Events reader for tests: the events of one GET, with the time each arrived. */
 export interface SseEvent {
   event: string;
@@ -15,17 +17,15 @@ export interface SseStream {
   ended: Promise<void>;
   /** Resolves once `n` events have arrived. */
   next(n: number, timeoutMs?: number): Promise<SseEvent[]>;
-  comments: string[];
   close(): void;
 }
 
-/** Opens a stream with fetch (no EventSource in Node 20) and parses it as the HTML spec says. */
+/** Opens a stream with fetch (no EventSource in Node 20) and parses it with the SDK's parser. */
 export async function openEvents(url: string, headers: Record<string, string>): Promise<SseStream> {
   const abort = new AbortController();
   const started = Date.now();
   const res = await fetch(url, { headers: { Accept: 'text/event-stream', ...headers }, signal: abort.signal });
   const events: SseEvent[] = [];
-  const comments: string[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   const wake = () => {
     for (const w of [...waiters])
@@ -36,28 +36,12 @@ export async function openEvents(url: string, headers: Record<string, string>): 
   };
   const ended = (async () => {
     if (!res.body || res.status !== 200) return;
-    const decoder = new TextDecoder();
-    let buffer = '';
+    const parser = new SseParser();
     try {
       for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += decoder.decode(chunk, { stream: true });
-        let cut: number;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          let event = 'message';
-          let id: string | undefined;
-          const data: string[] = [];
-          for (const line of block.split('\n')) {
-            if (line.startsWith(':')) comments.push(line.slice(1).trim());
-            else if (line.startsWith('event:')) event = line.slice(6).trim();
-            else if (line.startsWith('id:')) id = line.slice(3).trim();
-            else if (line.startsWith('data:')) data.push(line.slice(5).trimStart());
-          }
-          if (data.length > 0) {
-            events.push({ event, id, data: JSON.parse(data.join('\n')) as Record<string, unknown>, atMs: Date.now() - started });
-            wake();
-          }
+        for (const e of parser.push(chunk)) {
+          events.push({ event: e.type, id: e.lastEventId || undefined, data: JSON.parse(e.data) as Record<string, unknown>, atMs: Date.now() - started });
+          wake();
         }
       }
     } catch (err) {
@@ -68,7 +52,6 @@ export async function openEvents(url: string, headers: Record<string, string>): 
     status: res.status,
     headers: res.headers,
     events,
-    comments,
     ended,
     next: (n, timeoutMs = 15_000) =>
       new Promise((resolve, reject) => {

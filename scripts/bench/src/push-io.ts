@@ -1,5 +1,6 @@
 import http from 'node:http';
 import pg from 'pg';
+import { SseParser } from '@tes/client';
 import { EXECUTION_CHANGES_CHANNEL } from '@tes/db';
 
 /**
@@ -116,15 +117,10 @@ export function openEventStream(base: URL, path: string, secret: string, onEvent
         failFirst(new Error(`${path}: HTTP ${status}`));
         return finish('error');
       }
-      let buffer = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        buffer += chunk;
-        for (let cut = buffer.indexOf('\n\n'); cut >= 0; cut = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          const e = parseBlock(block);
-          if (!e) continue;
+      const parser = new SseParser();
+      res.on('data', (chunk: Buffer) => {
+        for (const parsed of parser.push(chunk)) {
+          const e: SseEvent = { at: nowMs(), id: parsed.lastEventId || undefined, event: parsed.type, data: parsed.data };
           events.push(e);
           if (events.length === 1) gotFirst();
           onEvent?.(e);
@@ -151,23 +147,6 @@ export function openEventStream(base: URL, path: string, secret: string, onEvent
       req.destroy();
     },
   };
-}
-
-/** One SSE block: `event:`, `id:`, `data:` lines (comments and `retry:` carry no event). */
-function parseBlock(block: string): SseEvent | undefined {
-  let event = 'message';
-  let id: string | undefined;
-  const data: string[] = [];
-  for (const line of block.split('\n')) {
-    if (line.startsWith(':')) continue;
-    const colon = line.indexOf(':');
-    const field = colon < 0 ? line : line.slice(0, colon);
-    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-    if (field === 'event') event = value;
-    else if (field === 'id') id = value;
-    else if (field === 'data') data.push(value);
-  }
-  return data.length ? { at: nowMs(), id, event, data: data.join('\n') } : undefined;
 }
 
 /**

@@ -1,3 +1,5 @@
+// the SDK's parser as its own dependency-free source file (the SDK's entry is built for Node)
+import { SseParser, type SseEvent } from '@tes/client/src/sse';
 import { ApiError, TERMINAL, type Api, type Execution } from './api';
 
 /**
@@ -26,8 +28,8 @@ export async function followExecution(api: Api, id: string, onChange: (e: Execut
       break; // no stream here: poll instead
     }
     for await (const event of sseEvents(res.body, signal)) {
-      if (event.id) lastEventId = event.id;
-      if (event.event !== 'execution') continue;
+      if (event.lastEventId) lastEventId = event.lastEventId;
+      if (event.type !== 'execution') continue;
       seen(JSON.parse(event.data) as Execution);
     }
     if (last && TERMINAL.includes(last.status)) return last;
@@ -53,45 +55,17 @@ async function errorOf(res: Response): Promise<ApiError> {
   }
 }
 
-interface SseEvent {
-  event: string;
-  data: string;
-  id: string | undefined;
-}
-
-/** The events of a text/event-stream body, parsed as the HTML spec says (comments and retry ignored). */
+/** The events of a text/event-stream body, parsed by the SDK's parser (the HTML standard's rules). */
 async function* sseEvents(body: ReadableStream<Uint8Array>, signal: AbortSignal): AsyncGenerator<SseEvent> {
   const reader = body.getReader();
-  const decoder = new TextDecoder();
+  const parser = new SseParser();
   const stop = () => void reader.cancel().catch(() => undefined);
   signal.addEventListener('abort', stop, { once: true });
-  let buffer = '';
-  let event = '';
-  let data: string[] = [];
-  let id: string | undefined;
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let newline: number;
-      while ((newline = buffer.search(/\r\n|\r|\n/)) >= 0) {
-        const line = buffer.slice(0, newline);
-        buffer = buffer.slice(newline + (buffer.startsWith('\r\n', newline) ? 2 : 1));
-        if (line === '') {
-          if (data.length > 0) yield { event: event || 'message', data: data.join('\n'), id };
-          event = '';
-          data = [];
-          continue;
-        }
-        if (line.startsWith(':')) continue;
-        const colon = line.indexOf(':');
-        const field = colon < 0 ? line : line.slice(0, colon);
-        const text = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-        if (field === 'event') event = text;
-        else if (field === 'data') data.push(text);
-        else if (field === 'id' && !text.includes('\0')) id = text;
-      }
+      yield* parser.push(value);
     }
   } finally {
     signal.removeEventListener('abort', stop);
