@@ -4,6 +4,8 @@ export * from './pg-errors';
 export * from './time';
 export * from './ledger';
 export * from './accounts';
+export * from './account-reads';
+export * from './ledger-reads';
 export * from './settings';
 export * from './executions';
 export * from './outbox';

@@ -5,26 +5,13 @@
  */
 import { stringify } from 'csv-stringify/sync';
 import type { Knex } from 'knex';
+import { journalEntriesPage, openingBalances } from '@tes/db';
 import { usd } from './format';
 
 export type ExportFormat = 'csv' | 'jsonl';
 
 /** Rows fetched per statement: the export streams, so a month of millions of entries fits. */
 const BATCH = 5_000;
-
-interface EntryRow {
-  id: number;
-  transaction_id: string;
-  /** UTC, microseconds kept (the keyset cursor needs every digit). */
-  at: string;
-  execution_id: string | null;
-  tool: string | null;
-  model: string | null;
-  kind: string;
-  account: string;
-  amount_micros: number;
-  reference: string | null;
-}
 
 export interface ExportLine {
   entryId: number;
@@ -95,28 +82,13 @@ export async function* exportLedger(
   const batch = input.batchSize ?? BATCH;
   const trx = await db.transaction(undefined, { isolationLevel: 'repeatable read', readOnly: true });
   try {
-    const opening = await trx.raw<{ rows: { account: string; total: number }[] }>(
-      `SELECT account, sum(amount_micros)::bigint AS total FROM ledger_entries
-        WHERE project_id = :projectId AND created_at < :start GROUP BY account`,
-      { projectId: input.projectId, start: input.month.start },
-    );
-    const balance = new Map(opening.rows.map((r) => [r.account, r.total]));
+    const balance = await openingBalances(trx, input.projectId, input.month.start);
     if (input.format === 'csv') yield csv([], true);
     let after: { at: string; id: number } | null = null;
     for (;;) {
-      const res: { rows: EntryRow[] } = await trx.raw(
-        `SELECT l.id, l.transaction_id, to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
-                l.execution_id, e.tool, e.model, l.kind, l.account, l.amount_micros, l.reference
-           FROM ledger_entries l
-           LEFT JOIN executions e ON e.id = l.execution_id
-          WHERE l.project_id = :projectId AND l.created_at >= :start AND l.created_at < :end
-            ${after ? 'AND (l.created_at, l.id) > (:afterAt::timestamptz, :afterId::bigint)' : ''}
-          ORDER BY l.created_at, l.id
-          LIMIT ${batch}`,
-        { projectId: input.projectId, start: input.month.start, end: input.month.end, ...(after ? { afterAt: after.at, afterId: after.id } : {}) },
-      );
-      if (res.rows.length === 0) break;
-      const lines = res.rows.map((r): ExportLine => {
+      const rows = await journalEntriesPage(trx, { projectId: input.projectId, start: input.month.start, end: input.month.end, after, limit: batch });
+      if (rows.length === 0) break;
+      const lines = rows.map((r): ExportLine => {
         const total = (balance.get(r.account) ?? 0) + r.amount_micros;
         balance.set(r.account, total);
         return {
@@ -137,9 +109,9 @@ export async function* exportLedger(
         };
       });
       yield input.format === 'csv' ? csv(lines, false) : lines.map((l) => JSON.stringify(l)).join('\n');
-      const last = res.rows[res.rows.length - 1]!;
+      const last = rows[rows.length - 1]!;
       after = { at: last.at, id: last.id };
-      if (res.rows.length < batch) break;
+      if (rows.length < batch) break;
     }
     await trx.commit();
   } finally {

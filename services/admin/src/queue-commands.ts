@@ -5,9 +5,8 @@
  */
 import type { Knex } from 'knex';
 import { Catalog } from '@tes/catalog';
-import { categoryQueue, setProjectCategoryLimit, type CategoryQueue } from '@tes/db';
+import { categoryQueue, findProject, setProjectCategoryLimit, type CategoryQueue } from '@tes/db';
 import { fields, section, table } from './format';
-import { findProject } from './read-queries';
 import { idOption, optional, PreconditionError, required, UsageError, type CliSettings, type CommandSpec } from './spec';
 
 /** PROJECT_SLOT_SHARE's default, when the CLI is run without the configuration's (tests). */

@@ -6,25 +6,27 @@
 import type { Knex } from 'knex';
 import { encodeTime } from 'ulid';
 import { EXECUTION_STATUSES, type ExecutionStatus } from '@tes/core';
-import { getExecutionById, getSteps, listWebhookDeliveries } from '@tes/db';
-import { fields, money, section, table } from './format';
-import { exportLedger, parseMonth } from './ledger-export';
 import {
   executionArtifacts,
   executionJournal,
   findProject,
+  getExecutionById,
+  getSteps,
   journalTotals,
   keyName,
   listExecutionSummaries,
   listKeys,
   listOrganizations,
   listProjects,
+  listWebhookDeliveries,
   organizationExists,
   projectCounts,
   type ExecutionSummary,
   type KeySummary,
   type ProjectSummary,
-} from './read-queries';
+} from '@tes/db';
+import { fields, money, section, table } from './format';
+import { exportLedger, parseMonth } from './ledger-export';
 import { deliveriesTable } from './webhook-commands';
 import { command, idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 

@@ -3,6 +3,7 @@ import {
   createWebhookEndpoint,
   deleteWebhookEndpoint,
   getExecutionById,
+  getProject,
   listWebhookDeliveries,
   listWebhookEndpoints,
   WEBHOOK_EVENTS,
@@ -75,7 +76,7 @@ export function deliveriesTable(deliveries: readonly WebhookDelivery[]): string 
 }
 
 async function projectExists(db: Knex, projectId: string): Promise<void> {
-  if (!(await db('projects').where({ id: projectId }).first('id'))) throw new PreconditionError(`project ${projectId} not found`);
+  if (!(await getProject(db, projectId))) throw new PreconditionError(`project ${projectId} not found`);
 }
 
 /** Webhook endpoints per project, and what was delivered to them (issue #13). */

@@ -3,7 +3,7 @@ import { newId } from '@tes/core';
 import { MIGRATIONS, publishPrices, submitExecution } from '@tes/db';
 import { seedProject, useTestDatabase, type SeededProject } from '@tes/testing';
 import { exportLedger } from '../src/ledger-export';
-import { journalTotals, listExecutionSummaries, listKeys } from '../src/read-queries';
+import { journalTotals, listExecutionSummaries, listKeys } from '@tes/db';
 
 /**
  * The admin reads are index scans: each statement, as the read functions send it, can be

@@ -7,3 +7,4 @@ export * from './public';
 export * from './queue-position';
 export * from './queue-state';
 export * from './fair-share';
+export * from './summaries';
