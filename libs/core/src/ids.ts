@@ -8,7 +8,7 @@ import { monotonicFactory } from 'ulid';
  * at 10 M executions of history that leaf is rarely cached, and its first change after each
  * checkpoint writes the whole 8 KB page to the WAL).
  */
-export type IdPrefix = 'org' | 'prj' | 'key' | 'file' | 'exe' | 'art' | 'whk' | 'txn';
+export type IdPrefix = 'org' | 'prj' | 'key' | 'file' | 'exe' | 'art' | 'whk' | 'txn' | 'msg';
 
 /**
  * ulid's own source asks the OS-backed CSPRNG for one byte at a time (16 calls per id); this
