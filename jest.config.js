@@ -1,7 +1,7 @@
 /** @type {import('jest').Config} */
 const path = require('node:path');
 
-const libs = ['core', 'config', 'observability', 'lifecycle', 'db', 'messaging', 'storage', 'outbound', 'catalog', 'testing', 'tracing'];
+const libs = ['boot', 'core', 'config', 'observability', 'lifecycle', 'db', 'messaging', 'storage', 'outbound', 'catalog', 'testing', 'tracing'];
 
 module.exports = {
   testEnvironment: 'node',

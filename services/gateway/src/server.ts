@@ -1,13 +1,12 @@
+import { openSharedParts } from '@tes/boot';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Catalog } from '@tes/catalog';
-import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
-import { createDb, KeyChangeListener, markOutboxPublished, pingDb, poolStats } from '@tes/db';
-import { AmqpClient, ConfirmPublisher, OutboxDispatcher, topologyNames, topologySetup } from '@tes/messaging';
+import { type Config } from '@tes/config';
+import { KeyChangeListener, markOutboxPublished, pingDb } from '@tes/db';
+import { OutboxDispatcher } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
 import { answerPrimary } from './cluster';
-import { ObjectStore } from '@tes/storage';
 import { createApp } from './app';
 import { answerClientError, answerUnmetExpectation } from './client-errors';
 import { SettingsCache } from './settings-cache';
@@ -43,20 +42,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   let readiness: (() => Promise<boolean> | boolean)[] = [() => false];
   const ipc = options.clusterWorker ? answerPrimary(metrics.registry, () => readiness) : undefined;
   if (ipc) started.add(ipc.name, () => ipc.stop());
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-gateway', timeouts: dbTimeoutsFor(config, 'gateway') });
-  metrics.watchDbPool(() => poolStats(db));
-  started.add('db', () => db.destroy());
-  const store = new ObjectStore(config.s3);
-  started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
-  const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
-  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-gateway' });
-  started.add('amqp', () => amqp.stop());
-  // Declared here too: a message published before any worker declared its queue would
-  // otherwise be routed nowhere and silently dropped.
-  await amqp.addSetup(topologySetup(names, catalog.categories()));
-  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
-  await publisher.start();
+  const { db, store, catalog, amqp, publisher } = await openSharedParts(config, logger, metrics, started, { role: 'gateway', poolMax: config.dbPoolMax });
   await amqp.start();
   const dispatcher = new OutboxDispatcher(
     publisher,

@@ -1,10 +1,9 @@
-import { Catalog } from '@tes/catalog';
-import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
-import { createDb, pingDb, poolStats } from '@tes/db';
-import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
+import { openSharedParts } from '@tes/boot';
+import { type Config } from '@tes/config';
+import { pingDb } from '@tes/db';
+import { Consumer } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
-import { ObjectStore } from '@tes/storage';
 import { GuardedHttp } from '@tes/outbound';
 import { Relay } from './relay';
 import { WebhookDeliverer } from './webhooks';
@@ -26,23 +25,10 @@ export function startRelay(config: Config, logger: Logger): Promise<RunningRelay
 
 async function buildRelay(config: Config, logger: Logger, started: StartedParts): Promise<RunningRelay> {
   const metrics = createMetrics('relay');
-  const db = createDb({
-    url: config.databaseUrl,
+  const { db, store, catalog, names, amqp, publisher } = await openSharedParts(config, logger, metrics, started, {
+    role: 'relay',
     poolMax: Math.min(config.dbPoolMax, 4),
-    applicationName: 'tes-relay',
-    timeouts: dbTimeoutsFor(config, 'relay'),
   });
-  metrics.watchDbPool(() => poolStats(db));
-  started.add('db', () => db.destroy());
-  const store = new ObjectStore(config.s3);
-  started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
-  const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
-  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
-  started.add('amqp', () => amqp.stop());
-  await amqp.addSetup(topologySetup(names, catalog.categories()));
-  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
-  await publisher.start();
   await amqp.start();
   const relay = new Relay({
     db,

@@ -1,10 +1,10 @@
+import { openSharedParts } from '@tes/boot';
 import { Catalog, drainNeededMs, RELEASE_ALLOWANCE_MS } from '@tes/catalog';
-import { dbTimeoutsFor, providerAvailability, type Config } from '@tes/config';
-import { clearWorkerSlots, createDb, heartbeatWorkerSlots, reportCapabilities, pingDb, poolStats, WORKER_SLOTS_HEARTBEAT_MS } from '@tes/db';
-import { AmqpClient, ConfirmPublisher, Consumer, topologyNames, topologySetup } from '@tes/messaging';
+import { type Config } from '@tes/config';
+import { clearWorkerSlots, heartbeatWorkerSlots, reportCapabilities, pingDb, WORKER_SLOTS_HEARTBEAT_MS } from '@tes/db';
+import { Consumer } from '@tes/messaging';
 import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createMetrics, HealthServer, type Logger } from '@tes/observability';
-import { ObjectStore } from '@tes/storage';
 import { newWorkerId, StepEngine } from './engine';
 import { RUNNERS } from './tools';
 import { hasProgram } from './programs';
@@ -30,22 +30,15 @@ export function startWorker(config: Config, logger: Logger, options: { drainMs?:
 /** startWorker's body; each part joins `started` as soon as it holds something, so a failed start stops it. */
 async function buildWorker(config: Config, logger: Logger, options: { drainMs?: number }, started: StartedParts): Promise<RunningWorker> {
   const metrics = createMetrics('worker');
-  const db = createDb({ url: config.databaseUrl, poolMax: config.dbPoolMax, applicationName: 'tes-worker', timeouts: dbTimeoutsFor(config, 'worker') });
-  metrics.watchDbPool(() => poolStats(db));
-  started.add('db', () => db.destroy());
-  const store = new ObjectStore(config.s3);
-  started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
   const workerId = newWorkerId();
-  const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
+  const { db, store, catalog, names, amqp, publisher } = await openSharedParts(config, logger, metrics, started, {
+    role: 'worker',
+    poolMax: config.dbPoolMax,
+    amqpName: `tes-worker-${workerId}`,
+  });
   await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));
   const categories = config.workerQueues.filter((c) => catalog.categories().includes(c));
   const slots = Object.fromEntries(categories.map((c) => [c, config.workerConcurrencyByQueue[c] ?? config.workerConcurrency]));
-  const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: `tes-worker-${workerId}` });
-  started.add('amqp', () => amqp.stop());
-  await amqp.addSetup(topologySetup(names, catalog.categories()));
-  const publisher = new ConfirmPublisher(amqp, names.exchange, logger);
-  await publisher.start();
   const engine = new StepEngine({
     db,
     catalog,
