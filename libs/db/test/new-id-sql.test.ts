@@ -1,4 +1,3 @@
-import { decodeTime } from 'ulid';
 import { isId, newId } from '@tes/core';
 import { createWebhookEndpoint, publishPrices, submitExecution } from '@tes/db';
 import { seedProject, useTestDatabase } from '@tes/testing';
@@ -9,6 +8,13 @@ import { seedProject, useTestDatabase } from '@tes/testing';
  * base32), so a delivery id is told apart like any other and its primary key grows at the right.
  */
 const { db } = useTestDatabase({ poolMax: 2 });
+
+/** The milliseconds in a ULID's first ten characters (Crockford base32). */
+function decodeTime(ulid: string): number {
+  let ms = 0;
+  for (let i = 0; i < 10; i++) ms = ms * 32 + '0123456789ABCDEFGHJKMNPQRSTVWXYZ'.indexOf(ulid[i]!);
+  return ms;
+}
 
 /** `n` ids, and the database clock's milliseconds just before and after the statement. */
 async function sqlIds(prefix: string, n: number): Promise<{ ids: string[]; from: number; to: number }> {
@@ -31,7 +37,7 @@ it("has core's id form, carries the database clock's millisecond and sorts by it
   const later = (await sqlIds('msg', 1)).ids[0]!;
   // a later millisecond sorts after every id of an earlier one, in JS's order as in the database's
   expect(first.ids.every((id) => id < later)).toBe(true);
-  const { rows } = await db.raw<{ rows: { lt: boolean }[] }>('SELECT ?::text < ?::text AS lt', [first.ids[0], later]);
+  const { rows } = await db.raw<{ rows: { lt: boolean }[] }>('SELECT ?::text < ?::text AS lt', [first.ids[0]!, later]);
   expect(rows[0]!.lt).toBe(true);
   // and an id core makes now sorts after both (one clock on this machine)
   expect(later.slice(4) < newId('exe').slice(4)).toBe(true);
