@@ -58,7 +58,7 @@ function keyText(o: ExampleOptions): { about: string; exportLine: string } {
       about: ` Development key (all scopes, $100 of credit): ${o.key.secret}
  It is a secret: whoever has it can spend the project's credit. Revoke it with
    ${revoke}`,
-      exportLine: `export TES_KEY=${o.key.secret}`,
+      exportLine: `export TES_API_KEY=${o.key.secret}`,
     };
   }
   return {
@@ -67,7 +67,7 @@ function keyText(o: ExampleOptions): { about: string; exportLine: string } {
    ${revoke}
  and create a key of your own (its secret is printed once, keep it secret):
    npm run admin -- key create --project ${o.key.projectId} --name NAME --scopes tools:read,tools:execute,executions:read`,
-    exportLine: 'export TES_KEY=...   # the secret `key create` printed',
+    exportLine: 'export TES_API_KEY=...   # the secret `key create` printed',
   };
 }
 
@@ -83,7 +83,7 @@ export function exampleText(o: ExampleOptions): string {
     priceVersion: o.quote.priceVersion,
     maximumChargeMicros: o.quote.maximumChargeMicros,
   });
-  const auth = '-H "Authorization: Bearer $TES_KEY"';
+  const auth = '-H "Authorization: Bearer $TES_API_KEY"';
   const json = "-H 'Content-Type: application/json'";
   return `
 ================================================================================
