@@ -7,20 +7,7 @@ export interface Output {
   columns?: number;
 }
 
-/**
- * Integer micro-USD as dollars, exact, without trailing zeros but with at least cents:
- * 1500 -> "$0.0015", 2000 -> "$0.002", 600000 -> "$0.60", 1000000 -> "$1.00". No floats.
- */
-export function usd(micros: number | null): string {
-  if (micros === null) return 'none';
-  const sign = micros < 0 ? '-' : '';
-  const abs = Math.abs(micros);
-  const fraction = String(abs % 1_000_000)
-    .padStart(6, '0')
-    .replace(/0+$/, '')
-    .padEnd(2, '0');
-  return `${sign}$${Math.floor(abs / 1_000_000)}.${fraction}`;
-}
+export { usd } from '../money';
 
 /**
  * Columns separated by two spaces, left-aligned, or right-aligned where `right` says so
