@@ -52,7 +52,8 @@ export function apiErrorSentence(code: string, d: Details, retryAfterSeconds: nu
     }
     case 'monthly_cap_exceeded': {
       const need = num(d, 'requiredMicros');
-      return `monthly cap reached: ${need === undefined ? 'the submit' : `the submit needs ${usd(need)} reserved,`} more than the project's monthly cap leaves`;
+      if (need === undefined) return 'monthly cap reached: the submit would take the project past its monthly cap';
+      return `monthly cap reached: the submit needs ${usd(need)} reserved, more than the project's monthly cap leaves`;
     }
     case 'maximum_charge_insufficient': {
       const need = num(d, 'requiredMaximumChargeMicros');

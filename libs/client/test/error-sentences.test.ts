@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { errorFromResponse, InvalidRequestError } from '../src';
 
@@ -78,4 +80,21 @@ it('an uncaught validation error prints every problem, not [Object]', () => {
   expect(printed).toContain("allowedValues: [ 'png', 'jpeg' ]");
   expect(printed).toContain('InvalidRequestError: invalid arguments:');
   expect(String(err)).toContain('InvalidRequestError: invalid arguments: slides[0] must NOT have additional properties: txt');
+});
+
+interface Case {
+  status: number;
+  errorStatus: string;
+  code: string;
+  details?: object;
+  retryAfter?: string;
+  message: string;
+}
+
+it('says every case of the table the Python client is checked against, word for word', () => {
+  const table = JSON.parse(readFileSync(join(__dirname, '../../../clients/python/tests/error_sentences.json'), 'utf8')) as { cases: Case[] };
+  for (const c of table.cases) {
+    const err = api(c.status, c.errorStatus, c.code, c.details, c.retryAfter ? { 'retry-after': c.retryAfter } : {});
+    expect([c.code, err.message]).toEqual([c.code, c.message]);
+  }
 });
