@@ -1,4 +1,5 @@
 import { apiErrorSentence } from './error-words';
+import { byteSize } from './money';
 import type { Execution } from './types';
 
 /**
@@ -192,6 +193,19 @@ export class ExecutionUnsuccessfulError extends TesError {
 export class ArtifactIntegrityError extends TesError {
   constructor(message: string) {
     super('artifact_integrity', message);
+  }
+}
+
+/** A file above MAX_UPLOAD_BYTES: refused by upload() before anything was sent. */
+export class UploadTooLargeError extends TesError {
+  /** @public */
+  readonly sizeBytes: number;
+  /** @public */
+  readonly maxBytes: number;
+  constructor(what: string, sizeBytes: number, maxBytes: number) {
+    super('file_too_large', `${what} is ${byteSize(sizeBytes)}; an upload is at most ${byteSize(maxBytes)}; nothing was sent`);
+    this.sizeBytes = sizeBytes;
+    this.maxBytes = maxBytes;
   }
 }
 
