@@ -40,11 +40,8 @@ interface Ran {
 
 function run(cmd: string, args: string[], options: { cwd: string; env?: Record<string, string> }, timeoutMs = 120_000): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(
-      cmd,
-      args,
-      { cwd: options.cwd, env: { ...process.env, ...options.env }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, output: `${stdout}${stderr}` }),
+    execFile(cmd, args, { cwd: options.cwd, env: { ...process.env, ...options.env }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, stdout, output: `${stdout}${stderr}` }),
     );
   });
 }
@@ -63,7 +60,8 @@ interface Outcome {
   refusal: string;
 }
 
-const expectedRefusal = /^insufficient balance: the submit needs \$0\.001 reserved and the project has \$0\.000005 available \(insufficient_balance, HTTP 429, request \S+\)$/;
+const expectedRefusal =
+  /^insufficient balance: the submit needs \$0\.001 reserved and the project has \$0\.000005 available \(insufficient_balance, HTTP 429, request \S+\)$/;
 
 it('npm pack of the TypeScript SDK installs into a clean project, and its ESM, CommonJS, types and tes binary work', async () => {
   const main = await stack.seed({ creditMicros: 1_000_000 });
@@ -111,7 +109,10 @@ console.log(JSON.stringify({ tools: catalog.tools.length, status: result.executi
   expect(esm.tools).toBeGreaterThan(1);
   expect(esm.refusal).toMatch(expectedRefusal);
 
-  await writeFile(path.join(app, 'try.cjs'), `const { TesClient, ERROR_CODES } = require('@tes/client');\nconsole.log(typeof TesClient, ERROR_CODES.length > 0);\n`);
+  await writeFile(
+    path.join(app, 'try.cjs'),
+    `const { TesClient, ERROR_CODES } = require('@tes/client');\nconsole.log(typeof TesClient, ERROR_CODES.length > 0);\n`,
+  );
   expect((await ok('node try.cjs', run(process.execPath, ['try.cjs'], { cwd: app }))).stdout.trim()).toBe('function true');
 
   // The installed types, as a caller's strict TypeScript project resolves them (node16 exports).
@@ -159,6 +160,9 @@ print(json.dumps({"tools": len(tools), "status": result.execution["status"], "ch
   expect(outcome).toMatchObject({ status: 'succeeded', charged: 3 });
   expect(outcome.tools).toBeGreaterThan(1);
   expect(outcome.refusal).toMatch(expectedRefusal);
-  const license = await ok('importlib.metadata', run(python, ['-c', "import importlib.metadata as m; print(m.metadata('tes-client')['License'])"], { cwd: tmp, env }));
+  const license = await ok(
+    'importlib.metadata',
+    run(python, ['-c', "import importlib.metadata as m; print(m.metadata('tes-client')['License'])"], { cwd: tmp, env }),
+  );
   expect(license.stdout.trim()).toBe('Apache-2.0');
 }, 300_000);

@@ -216,4 +216,3 @@ function modelPrice(prices: PriceList, tool: string, model: string): ModelPrice 
   if (!price) throw new AppError('model_unavailable', 'model_unavailable', { details: { tool, model, reason: 'not priced' } });
   return price;
 }
-

@@ -85,7 +85,7 @@ it('a 413 names the limit the gateway gave', async () => {
 });
 
 it('tes tools fits 80 columns: the PRICE column wraps between words, under itself', async () => {
-  const ran = await tes(["tools"], 80);
+  const ran = await tes(['tools'], 80);
   expect(ran.code).toBe(0);
   const lines = ran.stdout.split('\n');
   for (const line of lines) expect(line.length).toBeLessThanOrEqual(80);

@@ -9,7 +9,11 @@ import { errorFromResponse, InvalidRequestError } from '../src';
  * the amounts in `.details`). The code, the HTTP status and the request id stay at its end.
  */
 const api = (status: number, errorStatus: string, code: string, details?: object, headers: Record<string, string> = {}) =>
-  errorFromResponse(status, { error: { status: errorStatus, message: code, ...(details ? { details } : {}) } }, new Headers({ 'x-request-id': 'req_1', ...headers }));
+  errorFromResponse(
+    status,
+    { error: { status: errorStatus, message: code, ...(details ? { details } : {}) } },
+    new Headers({ 'x-request-id': 'req_1', ...headers }),
+  );
 
 it('money refusals name what the request needs and what the project has', () => {
   expect(api(429, 'RESOURCE_EXHAUSTED', 'insufficient_balance', { requiredMicros: 70_000, availableMicros: 10_000, retryable: false }).message).toBe(

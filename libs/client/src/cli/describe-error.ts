@@ -8,7 +8,6 @@ type Details = Record<string, unknown>;
 const micros = (d: Details, key: string): number | undefined => (typeof d[key] === 'number' ? d[key] : undefined);
 const text = (d: Details, key: string): string | undefined => (typeof d[key] === 'string' ? d[key] : undefined);
 
-
 /**
  * The monthly cap refusal carries only what the execution needs; what the cap leaves is in
  * GET /tools/usage (the key may lack usage:read: then the sentence goes without it).

@@ -1,5 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { AppError, MAX_UPLOAD_BYTES, RETENTION_MS, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
+import {
+  AppError,
+  MAX_UPLOAD_BYTES,
+  RETENTION_MS,
+  bytesMatchFormat,
+  CANONICAL_MIME,
+  decodeBase64Strict,
+  formatForMime,
+  sha256Hex,
+  ACCEPTED_UPLOAD_MIME_TYPES,
+} from '@tes/core';
 import { findUploadBySha, recordUpload, type FileRecord } from '@tes/db';
 import { probeUpload, uploadKey } from '@tes/storage';
 import type { GatewayDeps } from '../context';
