@@ -99,7 +99,7 @@ function requiredOnly(branch: unknown): string[] | undefined {
 }
 
 /** The closest candidate within MAX_SUGGESTION_DISTANCE edits (case ignored), if one is clearly closest. */
-export function nearest(name: string, candidates: readonly string[]): string | undefined {
+function nearest(name: string, candidates: readonly string[]): string | undefined {
   const scored = candidates.map((c) => ({ c, d: distance(name.toLowerCase(), c.toLowerCase()) })).sort((a, b) => a.d - b.d);
   const best = scored[0];
   if (!best || best.d > Math.min(MAX_SUGGESTION_DISTANCE, Math.max(1, name.length - 2))) return undefined;
