@@ -1,7 +1,8 @@
-import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
+import Ajv2020, { type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { AppError, ceilDiv, formatUsd, MAX_STEPS, type InputFacts } from '@tes/core';
 import { DEFAULT_TIMEOUT_MICROS_PER_SECOND } from './prices';
+import { readableErrors } from './readable-errors';
 import { builtinTools } from './tools';
 import type { ProviderAvailability, ModelDefinition, ModelPrice, PriceList, Quote, StepPlan, ToolDefinition, Unavailable } from './types';
 
@@ -24,7 +25,6 @@ export interface ResolvedInput {
   plan: StepPlan[];
 }
 
-const MAX_REPORTED_ERRORS = 20;
 const NONE: Unavailable = new Set();
 const NO_FACTS: InputFacts = new Map();
 
@@ -76,7 +76,10 @@ export class Catalog {
     const copy = structuredClone(args) as Record<string, unknown>;
     const validate = this.validators.get(tool.name)!;
     if (!validate(copy)) {
-      throw new AppError('invalid_arguments', 'invalid_arguments', { details: { errors: formatErrors(validate.errors ?? []) } });
+      // The caller's own arguments, not the copy ajv filled defaults into: a default present in
+      // the copy must not hide the property a typo stands for.
+      const readable = readableErrors(validate.errors ?? [], tool.inputSchema, args, tool.name);
+      throw new AppError('invalid_arguments', 'invalid_arguments', { details: { errors: readable.errors, hint: readable.hint } });
     }
     const requested = typeof copy.model === 'string' ? copy.model : undefined;
     const model = requested ? tool.models.find((m) => m.id === requested) : tool.models.find((m) => isAvailable(tool, m, unavailable));
@@ -94,8 +97,10 @@ export class Catalog {
               keyword: 'maxSteps',
               message: `this input needs ${plan.length} steps; an execution has at most ${MAX_STEPS}`,
               params: { limit: MAX_STEPS },
+              hint: `arguments need ${plan.length} steps; an execution has at most ${MAX_STEPS}`,
             },
           ],
+          hint: `arguments need ${plan.length} steps; an execution has at most ${MAX_STEPS}`,
         },
       });
     }
@@ -210,13 +215,4 @@ function modelPrice(prices: PriceList, tool: string, model: string): ModelPrice 
   const price = prices.tools[tool]?.models[model];
   if (!price) throw new AppError('model_unavailable', 'model_unavailable', { details: { tool, model, reason: 'not priced' } });
   return price;
-}
-
-function formatErrors(errors: ErrorObject[]): Record<string, unknown>[] {
-  return errors.slice(0, MAX_REPORTED_ERRORS).map((e) => ({
-    instancePath: e.instancePath,
-    keyword: e.keyword,
-    message: e.message ?? e.keyword,
-    params: e.params,
-  }));
 }

@@ -100,7 +100,8 @@ describe('error codes', () => {
     expect(err).toBeInstanceOf(TesError);
     expect(err.constructor).toBe(EXPECTED[code]);
     expect([err.status, err.errorStatus, err.code, err.details, err.requestId]).toEqual([http, status, code, { x: 1 }, 'req-1']);
-    expect(err.message).toBe(`${code} (HTTP ${http}, request req-1)`);
+    // A sentence first (error-sentences.test.ts), then the stable code, the status and the request id.
+    expect(err.message).toMatch(new RegExp(`^[^_]+ \\(${code}, HTTP ${http}, request req-1\\)$`));
     expect(err.name).toBe(EXPECTED[code].name);
     // Only 5xx other than execution_disabled are resent as they are.
     expect(err.retryable).toBe(http >= 500 && code !== 'execution_disabled');
