@@ -78,6 +78,7 @@ describe('the OpenAPI document', () => {
         'GET /tools/executions/{id}/artifacts/{artifactId}/download',
         'GET /tools/project',
         'GET /tools/usage',
+        'GET /tools/{tool}',
         'POST /tools/executions/{id}/cancel',
         'POST /tools/quote',
         'POST /tools/upload',
@@ -157,7 +158,7 @@ describe('the OpenAPI document', () => {
 
   it('every authenticated operation documents 401, 403, 404, 429, 500 and 503, and 2xx rate-limit headers', () => {
     const authed = operations.filter(needsAuth);
-    expect(authed).toHaveLength(11);
+    expect(authed).toHaveLength(12);
     for (const op of authed) {
       const responses = op.operation.responses as Obj;
       expect({ op: op.template, codes: Object.keys(responses) }).toEqual({

@@ -281,7 +281,7 @@ describe('OpenApiValidator accepts real responses', () => {
   it('a 405 method_not_allowed with Allow for a method a listed path does not take', () => {
     const e = (allowedMethods: string[]) => errorOf('method_not_allowed', { allowedMethods });
     ok('DELETE', `/tools/executions/${queued.id}`, 405, e(['GET', 'HEAD']).body, headers({ allow: 'GET, HEAD' }));
-    ok('GET', '/tools/quote', 405, e(['POST']).body, headers({ allow: 'POST' }));
+    ok('PUT', '/tools/quote', 405, e(['GET', 'HEAD', 'POST']).body, headers({ allow: 'GET, HEAD, POST' }));
     ok('OPTIONS', '/openapi.json', 405, e(['GET', 'HEAD']).body, headers({ allow: 'GET, HEAD' }, false));
   });
 });
