@@ -111,7 +111,9 @@ describe('the OpenAPI document', () => {
     for (const p of pointers) expect(() => validator.schemaValidator(p)).not.toThrow();
 
     // Strict mode catches misspelt keywords (strict: false above would ignore them).
-    const strict = new Ajv2020({ strict: true, allowUnionTypes: true, allErrors: true });
+    // discriminator: OpenAPI's keyword on the tool-typed request bodies; strictRequired off as in
+    // the catalog, whose input schemas they carry (a oneOf branch requires a property of its parent)
+    const strict = new Ajv2020({ strict: true, strictRequired: false, allowUnionTypes: true, allErrors: true, discriminator: true });
     addFormats(strict);
     // The document's own fields are not schema keywords: declare them so strict mode only
     // judges the schemas inside.
