@@ -22,12 +22,25 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'tes-generated-client-'));
   // the caller's project: its own folder, with this repository's openapi-fetch, typescript and @types/node
   await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
-  await run(process.execPath, [join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'), join(ROOT, 'services/gateway/openapi.json'), '--output', join(dir, 'schema.ts')]);
+  await run(process.execPath, [
+    join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'),
+    join(ROOT, 'services/gateway/openapi.json'),
+    '--output',
+    join(dir, 'schema.ts'),
+  ]);
   await writeFile(join(dir, 'package.json'), JSON.stringify({ type: 'module', private: true }));
   await writeFile(
     join(dir, 'tsconfig.json'),
     JSON.stringify({
-      compilerOptions: { strict: true, target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', types: ['node'], outDir: 'out', skipLibCheck: false },
+      compilerOptions: {
+        strict: true,
+        target: 'es2022',
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        types: ['node'],
+        outDir: 'out',
+        skipLibCheck: false,
+      },
       files: ['program.ts'],
     }),
   );
@@ -53,7 +66,9 @@ async function tsc(project: string): Promise<string> {
 it('the program type-checks, and quotes, submits with Prefer: wait and reads through the generated client', async () => {
   expect(await tsc('tsconfig.json')).toBe('');
   const p = await stack.seed({ creditMicros: 1_000_000 });
-  const { stdout } = await run(process.execPath, [join(dir, 'out/program.js')], { env: { ...process.env, TES_BASE_URL: stack.baseUrl, TES_API_KEY: p.secret } });
+  const { stdout } = await run(process.execPath, [join(dir, 'out/program.js')], {
+    env: { ...process.env, TES_BASE_URL: stack.baseUrl, TES_API_KEY: p.secret },
+  });
   const out = JSON.parse(stdout) as Record<string, { status: number; data: Record<string, unknown> }>;
   expect(out.quote).toMatchObject({ status: 200, data: { tool: 'image.render', model: 'sharp', currency: 'usd' } });
   expect(out.submit).toMatchObject({ status: 200, data: { tool: 'image.render', status: 'succeeded' } });

@@ -188,7 +188,9 @@ function describeTool(tool: ToolDefinition, prices: PriceList, unavailable: Unav
     inputSchema: tool.inputSchema,
     example: tool.example,
     models,
-    price: cheapest ? { minimumMicros: cheapest.price.minimumMicros, unit: tool.unit, description: `from ${describePrice(tool, cheapest.model, cheapest.price)}` } : null,
+    price: cheapest
+      ? { minimumMicros: cheapest.price.minimumMicros, unit: tool.unit, description: `from ${describePrice(tool, cheapest.model, cheapest.price)}` }
+      : null,
   };
 }
 

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import Ajv2020 from 'ajv/dist/2020';
@@ -33,13 +34,14 @@ it('openapi.json is what `npm run generate:openapi` writes from the catalog', as
 });
 
 describe('the typed request bodies', () => {
-  const doc = withToolRequestBodies(JSON.parse(require('node:fs').readFileSync(OPENAPI, 'utf8')) as Json, catalogTools());
+  const doc = withToolRequestBodies(JSON.parse(readFileSync(OPENAPI, 'utf8')) as Json, catalogTools());
   // ajv with the catalog's settings (strict; a oneOf branch may require a property of its parent), and OpenAPI's discriminator
   const ajv = new Ajv2020({ strict: true, strictRequired: false, allErrors: true, discriminator: true });
   addFormats(ajv);
   ajv.addVocabulary(Object.keys(doc));
   ajv.addSchema({ ...doc, $id: 'https://typed.invalid/openapi.json' });
-  const typed = (name: string) => ajv.compile({ $ref: `https://typed.invalid/openapi.json#/components/requestBodies/${name}/content/application~1json/schema` });
+  const typed = (name: string) =>
+    ajv.compile({ $ref: `https://typed.invalid/openapi.json#/components/requestBodies/${name}/content/application~1json/schema` });
   const quote = typed('QuoteRequest');
   const submit = typed('SubmitRequest');
   const gateway = new RequestSchemas(doc as unknown as OpenApiDocument);
@@ -48,7 +50,9 @@ describe('the typed request bodies', () => {
     submit: gateway.compile({ method: 'post', path: '/tools/{tool}' }).body!,
   };
   const catalog = new Catalog({ enableTestTools: true });
-  const examples = [...catalog.tools.values()].flatMap((t) => [t.example, ...t.models.map((m) => m.example)].map((args) => ({ tool: t.name, arguments: args })));
+  const examples = [...catalog.tools.values()].flatMap((t) =>
+    [t.example, ...t.models.map((m) => m.example)].map((args) => ({ tool: t.name, arguments: args })),
+  );
   const paid = (body: Json) => ({ ...body, priceVersion: '2026-11-26.1', maximumChargeMicros: 1_000 });
 
   it('accept every catalog example, as the gateway does', () => {
