@@ -20,7 +20,8 @@ let dir: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'tes-generated-client-'));
-  // the caller's project: its own folder, with this repository's openapi-fetch, typescript and @types/node
+  // the caller's project: its own folder, with this repository's openapi-fetch (a root devDependency), typescript and @types/node
+  expect(require.resolve('openapi-fetch')).toContain(join(ROOT, 'node_modules'));
   await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
   await run(process.execPath, [
     join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'),
