@@ -75,7 +75,7 @@ it('the program type-checks, and quotes, submits with Prefer: wait and reads thr
   expect(out.submit).toMatchObject({ status: 200, data: { tool: 'image.render', status: 'succeeded' } });
   expect(out.get).toMatchObject({ status: 200, data: { id: out.submit!.data.id, status: 'succeeded' } });
   expect(out.tool).toMatchObject({ status: 200, data: { name: 'image.render' } });
-}, 120_000);
+}, 240_000);
 
 it('wrong tool names and arguments do not type-check', async () => {
   const errors = await tsc('tsconfig.wrong.json');
@@ -85,7 +85,7 @@ it('wrong tool names and arguments do not type-check', async () => {
   const unrefused = calls.filter((c) => !lines.some((l) => l >= c.from && l <= c.to)).map((c) => c.why);
   expect(unrefused).toEqual([]);
   expect(lines.length).toBeGreaterThanOrEqual(calls.length);
-}, 60_000);
+}, 180_000);
 
 /** A caller's program: generated types, openapi-fetch, default settings. Prints what it got. */
 const PROGRAM = `import createClient from 'openapi-fetch';
