@@ -157,37 +157,46 @@ export class Catalog {
       priceVersion,
       currency: 'usd',
       executionEnabled,
-      tools: [...this.tools.values()].map((tool) => {
-        const models = tool.models.map((m) => {
-          const price = prices.tools[tool.name]?.models[m.id];
-          return {
-            id: m.id,
-            description: m.description,
-            available: isAvailable(tool, m, unavailable) && price !== undefined,
-            example: m.example,
-            price: price ? { description: describePrice(tool, m, price) } : null,
-          };
-        });
-        const priced = tool.models.flatMap((m) => {
-          const price = prices.tools[tool.name]?.models[m.id];
-          return price ? [{ model: m, price }] : [];
-        });
-        const cheapest = priced.reduce<(typeof priced)[number] | undefined>((a, p) => (!a || p.price.minimumMicros < a.price.minimumMicros ? p : a), undefined);
-        return {
-          name: tool.name,
-          description: tool.description,
-          category: tool.category,
-          available: models.some((m) => m.available),
-          inputSchema: tool.inputSchema,
-          example: tool.example,
-          models,
-          price: cheapest
-            ? { minimumMicros: cheapest.price.minimumMicros, unit: tool.unit, description: `from ${describePrice(tool, cheapest.model, cheapest.price)}` }
-            : null,
-        };
-      }),
+      tools: [...this.tools.values()].map((tool) => describeTool(tool, prices, unavailable)),
     };
   }
+
+  /** One tool's entry of the public catalog (`GET /tools/{tool}` data, an item of `GET /tools`'s); undefined for a tool it lacks. */
+  describeOne(name: string, prices: PriceList, unavailable: Unavailable = NONE): Record<string, unknown> | undefined {
+    const tool = this.tools.get(name);
+    return tool && describeTool(tool, prices, unavailable);
+  }
+}
+
+/** A tool as callers read it: its schema, example, models with their availability and prices, and its cheapest price. */
+function describeTool(tool: ToolDefinition, prices: PriceList, unavailable: Unavailable): Record<string, unknown> {
+  const models = tool.models.map((m) => {
+    const price = prices.tools[tool.name]?.models[m.id];
+    return {
+      id: m.id,
+      description: m.description,
+      available: isAvailable(tool, m, unavailable) && price !== undefined,
+      example: m.example,
+      price: price ? { description: describePrice(tool, m, price) } : null,
+    };
+  });
+  const priced = tool.models.flatMap((m) => {
+    const price = prices.tools[tool.name]?.models[m.id];
+    return price ? [{ model: m, price }] : [];
+  });
+  const cheapest = priced.reduce<(typeof priced)[number] | undefined>((a, p) => (!a || p.price.minimumMicros < a.price.minimumMicros ? p : a), undefined);
+  return {
+    name: tool.name,
+    description: tool.description,
+    category: tool.category,
+    available: models.some((m) => m.available),
+    inputSchema: tool.inputSchema,
+    example: tool.example,
+    models,
+    price: cheapest
+      ? { minimumMicros: cheapest.price.minimumMicros, unit: tool.unit, description: `from ${describePrice(tool, cheapest.model, cheapest.price)}` }
+      : null,
+  };
 }
 
 /** The tool's own pricing when it has one, else max(minimum, units x unit price). */

@@ -5,6 +5,7 @@ import { createQuoteRoute } from './create-quote';
 import { getArtifactDownloadRoute } from './get-artifact-download';
 import { getExecutionRoute } from './get-execution';
 import { getProjectRoute } from './get-project';
+import { getToolRoute } from './get-tool';
 import { getUsageRoute } from './get-usage';
 import { listExecutionsRoute } from './list-executions';
 import { listToolsRoute } from './list-tools';
@@ -20,6 +21,7 @@ export function apiRoutes(deps: GatewayDeps): KeyRoute[] {
     getProjectRoute(deps),
     getUsageRoute(deps),
     listToolsRoute(deps),
+    getToolRoute(deps),
     createQuoteRoute(deps),
     uploadFileRoute(deps),
     submitExecutionRoute(deps),
