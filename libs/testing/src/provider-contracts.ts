@@ -142,6 +142,11 @@ export class ProviderContracts {
     return files.sort();
   }
 
+  /** Whether a contract covers this operation at all. */
+  covers(exchange: ProviderExchange): boolean {
+    return !('problem' in this.operation(exchange));
+  }
+
   /** Violations of the request's body, as readable lines; empty when it conforms. */
   checkRequest(exchange: ProviderExchange, body: unknown): string[] {
     const found = this.operation(exchange);
