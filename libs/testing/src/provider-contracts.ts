@@ -154,7 +154,7 @@ export class ProviderContracts {
     const problems: string[] = [];
     for (const part of found.op.request?.(found.match) ?? []) {
       if (part.optional && !existsSync(path.join(this.dir, part.schema))) continue;
-      problems.push(...this.validate(part.schema, at(body, part.at), `${label(exchange)} request${part.at}`));
+      problems.push(...this.validate(part.schema, at(body, part.at), `${label(exchange)} request`, part.at));
     }
     return problems;
   }
@@ -188,11 +188,11 @@ export class ProviderContracts {
     return { problem: `${label(exchange)}: no provider contract covers this operation` };
   }
 
-  private validate(schema: string, value: unknown, where: string): string[] {
+  private validate(schema: string, value: unknown, where: string, prefix = ''): string[] {
     if (!existsSync(path.join(this.dir, schema))) return [`${where}: no schema ${schema} in ${this.dir}`];
     const v = this.validator(schema);
     if (v(value)) return [];
-    return (v.errors ?? []).map((e) => `${where} breaks ${schema}: ${e.instancePath || '(root)'} ${e.message ?? ''}`.trim());
+    return (v.errors ?? []).map((e) => `${where} breaks ${schema}: ${prefix + e.instancePath || '(root)'} ${e.message ?? ''}`.trim());
   }
 
   private validator(schema: string): ValidateFunction {
