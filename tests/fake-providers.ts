@@ -241,7 +241,8 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     }
     // Replicate
     if (path.startsWith('/replicate/')) {
-      if (req.headers.authorization !== 'Bearer test-replicate') return sendError(res, providerError('replicate', 401, 'You did not pass a valid authentication token'));
+      if (req.headers.authorization !== 'Bearer test-replicate')
+        return sendError(res, providerError('replicate', 401, 'You did not pass a valid authentication token'));
       if (req.method === 'POST' && (m = /^\/replicate\/v1\/models\/([^/]+)\/([^/]+)\/predictions$/.exec(path))) {
         const input = (body?.input ?? {}) as Record<string, unknown>;
         const kind = m[1] === 'kwaivgi' ? 'video' : 'image';

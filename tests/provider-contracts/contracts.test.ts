@@ -83,9 +83,21 @@ describe('documented and recorded answers pass', () => {
 describe('answers the providers would not send are caught', () => {
   it.each([
     // what the fakes answered before they were checked: each was accepted by our adapters
-    ['a Replicate prediction without model, version, data_removed, created_at or urls', replicateGet, 200, { id: 'job1', status: 'processing', output: null, error: null }, /required property 'urls'/],
+    [
+      'a Replicate prediction without model, version, data_removed, created_at or urls',
+      replicateGet,
+      200,
+      { id: 'job1', status: 'processing', output: null, error: null },
+      /required property 'urls'/,
+    ],
     ['a Replicate error that is not a problem', replicateGet, 404, { message: 'Not found' }, /required property 'detail'/],
-    ['an OpenAI error without type, param and code', { provider: 'openai', method: 'POST', path: '/audio/speech' }, 401, { error: { message: 'Incorrect API key' } }, /required property 'type'/],
+    [
+      'an OpenAI error without type, param and code',
+      { provider: 'openai', method: 'POST', path: '/audio/speech' },
+      401,
+      { error: { message: 'Incorrect API key' } },
+      /required property 'type'/,
+    ],
     [
       'OpenAI usage with total_tokens only',
       { provider: 'openai', method: 'POST', path: '/images/generations' },
@@ -93,9 +105,27 @@ describe('answers the providers would not send are caught', () => {
       { created: 1, data: [], usage: { total_tokens: 100 } },
       /\/usage must have required property 'input_tokens'/,
     ],
-    ['a fal flux result without has_nsfw_concepts', falResult, 200, { images: [{ url: 'https://x/y.png' }], seed: 1, prompt: 'p', timings: {} }, /has_nsfw_concepts/],
-    ['a fal status without its URLs', { provider: 'fal', method: 'GET', path: '/fal-ai/flux/requests/r1/status' }, 200, { status: 'COMPLETED' }, /required property 'request_id'/],
-    ['a fal cancel with a status fal does not document', { provider: 'fal', method: 'PUT', path: '/fal-ai/flux/requests/r1/cancel' }, 202, { status: 'CANCELLED' }, /allowed values/],
+    [
+      'a fal flux result without has_nsfw_concepts',
+      falResult,
+      200,
+      { images: [{ url: 'https://x/y.png' }], seed: 1, prompt: 'p', timings: {} },
+      /has_nsfw_concepts/,
+    ],
+    [
+      'a fal status without its URLs',
+      { provider: 'fal', method: 'GET', path: '/fal-ai/flux/requests/r1/status' },
+      200,
+      { status: 'COMPLETED' },
+      /required property 'request_id'/,
+    ],
+    [
+      'a fal cancel with a status fal does not document',
+      { provider: 'fal', method: 'PUT', path: '/fal-ai/flux/requests/r1/cancel' },
+      202,
+      { status: 'CANCELLED' },
+      /allowed values/,
+    ],
     ['a fal error type fal does not document', falResult, 500, { detail: 'x', error_type: 'gpu_on_fire' }, /fal\/error\.json/],
   ] as const)('%s', (_name, exchange, status, body, problem) => {
     const problems = contracts.checkResponse(exchange, status, 'application/json', json(body));
@@ -112,11 +142,36 @@ describe('answers the providers would not send are caught', () => {
 
 describe('requests our adapters must not send', () => {
   it.each([
-    ['speech over 4,096 characters', { provider: 'openai', method: 'POST', path: '/audio/speech' }, { model: 'gpt-4o-mini-tts', input: 'x'.repeat(4_097), voice: 'coral' }, /\/input must NOT have more than 4096/],
-    ['a Replicate create with a field beside input', { provider: 'replicate', method: 'POST', path: '/models/black-forest-labs/flux-schnell/predictions' }, { input: { prompt: 'p' }, quality: 'hd' }, /additional properties/],
-    ['a flux-schnell aspect ratio cog-flux does not offer', { provider: 'replicate', method: 'POST', path: '/models/black-forest-labs/flux-schnell/predictions' }, { input: { prompt: 'p', aspect_ratio: '7:3' } }, /\/input\/aspect_ratio/],
-    ['a kling duration fal does not offer', { provider: 'fal', method: 'POST', path: '/fal-ai/kling-video/v1/standard/text-to-video' }, { prompt: 'p', duration: 10 }, /\/duration/],
-    ['a fal model without a contract', { provider: 'fal', method: 'POST', path: '/fal-ai/unknown-model' }, { prompt: 'p' }, /no schema fal\/models\/fal-ai-unknown-model\.input\.json/],
+    [
+      'speech over 4,096 characters',
+      { provider: 'openai', method: 'POST', path: '/audio/speech' },
+      { model: 'gpt-4o-mini-tts', input: 'x'.repeat(4_097), voice: 'coral' },
+      /\/input must NOT have more than 4096/,
+    ],
+    [
+      'a Replicate create with a field beside input',
+      { provider: 'replicate', method: 'POST', path: '/models/black-forest-labs/flux-schnell/predictions' },
+      { input: { prompt: 'p' }, quality: 'hd' },
+      /additional properties/,
+    ],
+    [
+      'a flux-schnell aspect ratio cog-flux does not offer',
+      { provider: 'replicate', method: 'POST', path: '/models/black-forest-labs/flux-schnell/predictions' },
+      { input: { prompt: 'p', aspect_ratio: '7:3' } },
+      /\/input\/aspect_ratio/,
+    ],
+    [
+      'a kling duration fal does not offer',
+      { provider: 'fal', method: 'POST', path: '/fal-ai/kling-video/v1/standard/text-to-video' },
+      { prompt: 'p', duration: 10 },
+      /\/duration/,
+    ],
+    [
+      'a fal model without a contract',
+      { provider: 'fal', method: 'POST', path: '/fal-ai/unknown-model' },
+      { prompt: 'p' },
+      /no schema fal\/models\/fal-ai-unknown-model\.input\.json/,
+    ],
   ] as const)('%s', (_name, exchange, body, problem) => {
     expect(contracts.checkRequest(exchange, body).join('\n')).toMatch(problem);
   });
@@ -131,7 +186,9 @@ describe('the fake providers', () => {
       body: JSON.stringify({ input: { prompt: 'broken answer [malformed]' } }),
     });
     expect(res.status).toBe(201);
-    expect(fake.violations.join('\n')).toMatch(/replicate POST \/models\/black-forest-labs\/flux-schnell\/predictions answer 201 breaks replicate\/prediction\.response\.json/);
+    expect(fake.violations.join('\n')).toMatch(
+      /replicate POST \/models\/black-forest-labs\/flux-schnell\/predictions answer 201 breaks replicate\/prediction\.response\.json/,
+    );
     await expect(fake.stop()).rejects.toThrow(/provider contract violation/);
   });
 

@@ -40,8 +40,8 @@ function convert(node) {
   return out;
 }
 
-for (let i = 0; i < wanted.length; i++) {
-  const name = wanted[i];
+// `wanted` grows as references are found; an array iterator visits what is appended.
+for (const name of wanted) {
   if (!components[name]) throw new Error(`no component ${name} in ${file}`);
   defs[name] = convert(components[name]);
 }

@@ -72,7 +72,12 @@ it('a model error (detail as typed errors) is the failed outcome', async () => {
 it.each([
   ['fal’s own front, with its request id but no error type', 500, { 'X-Fal-Request-Id': 'r4' }, { detail: 'Internal Server Error' }],
   ['a proxy page', 502, { 'Content-Type': 'text/html' }, '<html>bad gateway</html>'],
-  ['an error type fal does not send on a 401', 401, { 'X-Fal-Request-Id': 'r6', 'X-Fal-Error-Type': 'bad_request' }, { detail: 'nope', error_type: 'bad_request' }],
+  [
+    'an error type fal does not send on a 401',
+    401,
+    { 'X-Fal-Request-Id': 'r6', 'X-Fal-Error-Type': 'bad_request' },
+    { detail: 'nope', error_type: 'bad_request' },
+  ],
 ] as const)('%s is no answer: the read fails and the job is read again', async (_name, status, headers, body) => {
   const id = `x${status}`;
   await expect(poll(id, status, headers, body)).rejects.toBeInstanceOf(ReadFailed);

@@ -114,12 +114,13 @@ export async function falCancel(ctx: ProviderContext, modelId: string, requestId
  * rejected, content policy): { detail: [{ loc, msg, type, url }] } (docs: model-apis/errors).
  */
 function failureOf(errorTypeHeader: string | string[] | undefined, body: string): { type: string; detail: string } | null {
-  let parsed: { detail?: unknown; error_type?: unknown } | null = null;
-  try {
-    parsed = JSON.parse(body) as typeof parsed;
-  } catch {
-    // not JSON: only the header can still say what failed
-  }
+  const parsed = ((): { detail?: unknown; error_type?: unknown } | null => {
+    try {
+      return JSON.parse(body) as { detail?: unknown; error_type?: unknown } | null;
+    } catch {
+      return null; // not JSON: only the header can still say what failed
+    }
+  })();
   const detail = parsed?.detail;
   const type = typeof errorTypeHeader === 'string' ? errorTypeHeader : parsed?.error_type;
   if (typeof type === 'string' && type.length > 0) {
@@ -127,5 +128,14 @@ function failureOf(errorTypeHeader: string | string[] | undefined, body: string)
   }
   const typed = Array.isArray(detail) ? detail.filter((d): d is { type: string; msg?: unknown } => typeof (d as { type?: unknown })?.type === 'string') : [];
   if (typed.length === 0) return null;
-  return { type: typed.map((d) => d.type).join(',').slice(0, 60), detail: typed.map((d) => String(d.msg ?? d.type)).join('; ').slice(0, 300) };
+  return {
+    type: typed
+      .map((d) => d.type)
+      .join(',')
+      .slice(0, 60),
+    detail: typed
+      .map((d) => (typeof d.msg === 'string' ? d.msg : d.type))
+      .join('; ')
+      .slice(0, 300),
+  };
 }
