@@ -12,7 +12,7 @@ import addFormats from 'ajv-formats';
  */
 
 /** The schema folder, from src/ or dist/ alike. */
-export const PROVIDER_CONTRACTS_DIR = path.resolve(__dirname, '../../../tests/provider-contracts');
+const PROVIDER_CONTRACTS_DIR = path.resolve(__dirname, '../../../tests/provider-contracts');
 
 export type ContractProvider = 'openai' | 'replicate' | 'fal';
 
