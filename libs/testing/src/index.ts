@@ -8,3 +8,4 @@ export * from './processes';
 export * from './tcp-relay';
 export * from './use-database';
 export * from './history';
+export * from './provider-contracts';

@@ -44,10 +44,10 @@ const NOT_ABOUT_THE_REQUEST = new Set([401, 403, 404, 408, 410, 429]);
 
 /**
  * Polls; on completion fetches the result and lets `outputsOf` pick the file URLs. A
- * completed request whose model failed answers its result URL with the model's error, so an
- * error there is an outcome only when fal's own server sent it: its answers carry
- * X-Fal-Request-Id (fal's Python client tells its server's errors from a proxy's the same
- * way). The same status from a proxy or load balancer in front of fal is no answer at all.
+ * completed request that failed answers its result URL with its error, so an error there is
+ * an outcome only when it is one of the two failures fal documents (see failureOf). Any
+ * other error status, from a proxy in front of fal or from fal's own front (whose answers
+ * carry X-Fal-Request-Id too), says nothing about the request: no answer at all.
  */
 export async function falPoll(
   ctx: ProviderContext,
@@ -68,9 +68,8 @@ export async function falPoll(
         const res = await ctx.http.request('GET', base, { headers: { Accept: 'application/json', ...auth(ctx, 'read') }, signal: ctx.signal });
         const text = res.body.toString('utf8');
         if (res.status >= 200 && res.status < 300) return { output: JSON.parse(text) as Record<string, unknown> | null };
-        if (typeof res.headers['x-fal-request-id'] === 'string' && !NOT_ABOUT_THE_REQUEST.has(res.status)) {
-          return { failed: `fal request failed (HTTP ${res.status}): ${errorDetail(text)}` };
-        }
+        const failure = NOT_ABOUT_THE_REQUEST.has(res.status) ? null : failureOf(res.headers['x-fal-error-type'], text);
+        if (failure) return { failed: `fal request failed (HTTP ${res.status} ${failure.type}): ${failure.detail}` };
         throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
       }),
     ctx.signal,
@@ -108,11 +107,35 @@ export async function falCancel(ctx: ProviderContext, modelId: string, requestId
   );
 }
 
-function errorDetail(body: string): string {
-  try {
-    const detail = (JSON.parse(body) as { detail?: unknown } | null)?.detail;
-    return (typeof detail === 'string' ? detail : JSON.stringify(detail ?? null)).slice(0, 300);
-  } catch {
-    return body.slice(0, 300);
+/**
+ * The failure an error answer of fal's result URL documents, or null when it documents none.
+ * Request errors (timeouts, runner failures, cancellation): { detail, error_type } with the
+ * same type in X-Fal-Error-Type (docs: model-apis/request-errors). Model errors (input
+ * rejected, content policy): { detail: [{ loc, msg, type, url }] } (docs: model-apis/errors).
+ */
+function failureOf(errorTypeHeader: string | string[] | undefined, body: string): { type: string; detail: string } | null {
+  const parsed = ((): { detail?: unknown; error_type?: unknown } | null => {
+    try {
+      return JSON.parse(body) as { detail?: unknown; error_type?: unknown } | null;
+    } catch {
+      return null; // not JSON: only the header can still say what failed
+    }
+  })();
+  const detail = parsed?.detail;
+  const type = typeof errorTypeHeader === 'string' ? errorTypeHeader : parsed?.error_type;
+  if (typeof type === 'string' && type.length > 0) {
+    return { type: type.slice(0, 60), detail: (typeof detail === 'string' ? detail : JSON.stringify(detail ?? null)).slice(0, 300) };
   }
+  const typed = Array.isArray(detail) ? detail.filter((d): d is { type: string; msg?: unknown } => typeof (d as { type?: unknown })?.type === 'string') : [];
+  if (typed.length === 0) return null;
+  return {
+    type: typed
+      .map((d) => d.type)
+      .join(',')
+      .slice(0, 60),
+    detail: typed
+      .map((d) => (typeof d.msg === 'string' ? d.msg : d.type))
+      .join('; ')
+      .slice(0, 300),
+  };
 }
