@@ -21,7 +21,7 @@ const ROOT = path.resolve(__dirname, '../..');
 /** Inside the repository, so that the TypeScript snippet's `@tes/client` resolves to the built SDK. */
 const SNIPPETS = path.join(ROOT, 'test-output/console/snippets');
 /** Text a shell, a TypeScript and a Python literal must all carry through unchanged. */
-const AWKWARD = `It's "quoted" — $HOME \\ \`date\` ${'${x}'}`;
+const AWKWARD = 'It\'s "quoted" — $HOME \\ `date` ${x}';
 
 let browser: Browser;
 let page: Page;
@@ -95,13 +95,17 @@ async function execute(kind: 'curl' | 'ts' | 'python', code: string, cwd: string
     case 'ts': {
       const file = path.join(SNIPPETS, `run-${Date.now()}.mts`);
       writeFileSync(file, code);
-      // compiled against the built SDK's types first, as an editor would, then run as written
-      const tsc = path.join(ROOT, 'node_modules/.bin/tsc');
-      const flags = ['--ignoreConfig', '--noEmit', '--strict', '--module', 'nodenext', '--target', 'es2022', '--skipLibCheck', '--types', 'node'];
-      await run(tsc, [...flags, file], { cwd: ROOT }).catch((err: { stdout?: string }) => {
-        throw new Error(`the TypeScript snippet does not compile:\n${err.stdout ?? ''}\n${code}`);
-      });
-      return (await run(process.execPath, [file], { env, cwd })).stdout;
+      try {
+        // compiled against the built SDK's types first, as an editor would, then run as written
+        const tsc = path.join(ROOT, 'node_modules/.bin/tsc');
+        const flags = ['--ignoreConfig', '--noEmit', '--strict', '--module', 'nodenext', '--target', 'es2022', '--skipLibCheck', '--types', 'node'];
+        await run(tsc, [...flags, file], { cwd: ROOT }).catch((err: unknown) => {
+          throw new Error(`the TypeScript snippet does not compile:\n${String((err as { stdout?: string }).stdout)}\n${code}`);
+        });
+        return (await run(process.execPath, [file], { env, cwd })).stdout;
+      } finally {
+        rmSync(file, { force: true });
+      }
     }
     case 'python':
       return (await run('python3', ['-c', code], { env: { ...env, PYTHONPATH: path.join(ROOT, 'clients/python') }, cwd })).stdout;
@@ -111,7 +115,6 @@ async function execute(kind: 'curl' | 'ts' | 'python', code: string, cwd: string
 function inViewport(box: { x: number; y: number; width: number; height: number } | null, viewport: { width: number; height: number }): boolean {
   return !!box && box.y >= 0 && box.y + box.height <= viewport.height && box.x >= 0 && box.x + box.width <= viewport.width;
 }
-
 
 describe('the console, for a caller who writes code', () => {
   it('signs in with a key without project:read, and shows no balance', async () => {

@@ -10,7 +10,7 @@ export type Touched = ReadonlySet<string> | 'all';
 /** The pointers whose values differ between two versions of the input (leaves, or a whole added/removed branch). */
 export function changedPointers(before: Json | undefined, after: Json | undefined, at = ''): string[] {
   if (JSON.stringify(before) === JSON.stringify(after)) return [];
-  const both = (v: Json | undefined): v is { [k: string]: Json } | Json[] => v !== null && typeof v === 'object';
+  const both = (v: Json | undefined): v is Record<string, Json> | Json[] => v !== null && typeof v === 'object';
   if (!both(before) || !both(after) || Array.isArray(before) !== Array.isArray(after)) return [at];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
   return [...keys].flatMap((k) =>

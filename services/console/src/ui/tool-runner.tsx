@@ -217,7 +217,9 @@ export function ToolRunner(props: { api: Api; catalog: Catalog; from?: string; o
             </div>
             <div class="quote" aria-live="polite" aria-busy={quoting}>
               {localErrors.size > 0 && (
-                <p class="muted">{fieldErrors.size > 0 ? 'Fix the fields marked above to get a quote.' : 'Fill in the fields marked required to get a quote.'}</p>
+                <p class="muted">
+                  {fieldErrors.size > 0 ? 'Fix the fields marked above to get a quote.' : 'Fill in the fields marked required to get a quote.'}
+                </p>
               )}
               {quoting && !quote && <p class="muted">Quoting…</p>}
               {quote?.args === argsKey && (
