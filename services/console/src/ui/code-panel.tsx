@@ -5,7 +5,11 @@ import { snippet, type SnippetLanguage } from '../snippets';
 
 const LANGUAGES: readonly { id: SnippetLanguage; label: string; note: string }[] = [
   { id: 'curl', label: 'curl', note: 'One request, answered when the run ends (or after 60 s with its state then).' },
-  { id: 'typescript', label: 'TypeScript', note: 'The SDK @tes/client (libs/client). Save it as run.mts and run node run.mts (Node ≥ 22.18 strips the types), or use tsx.' },
+  {
+    id: 'typescript',
+    label: 'TypeScript',
+    note: 'The SDK @tes/client (libs/client). Save it as run.mts and run node run.mts (Node ≥ 22.18 strips the types), or use tsx.',
+  },
   { id: 'python', label: 'Python', note: 'The client tes_client (clients/python); Python ≥ 3.9.' },
 ];
 
