@@ -102,6 +102,10 @@ export class Api {
     return this.data('/tools');
   }
 
+  execution(id: string): Promise<Execution> {
+    return this.data(`/tools/executions/${encodeURIComponent(id)}`);
+  }
+
   /** A fresh download URL (valid ≤ 300 s) for an artifact. */
   download(executionId: string, artifactId: string): Promise<Download> {
     return this.data(`/tools/executions/${encodeURIComponent(executionId)}/artifacts/${encodeURIComponent(artifactId)}/download`);
