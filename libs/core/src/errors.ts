@@ -37,6 +37,7 @@ export const ERROR_CODES = [
   'execution_not_found',
   'artifact_not_found',
   'artifact_expired',
+  'webhook_endpoint_not_found',
   // 405: not in api-contract.md's table; the gateway's choice for a method a known path does
   // not take (README, "Security": answers outside the contract's table)
   'method_not_allowed',

@@ -87,3 +87,21 @@ export async function checkDestination(url: string, allowPrivate: boolean, looku
 async function resolveAll(host: string): Promise<string[]> {
   return (await dns.lookup(host, { all: true })).map((a) => a.address);
 }
+
+/**
+ * Why `raw` cannot be a webhook endpoint's URL, or null: an absolute http(s) URL of at most
+ * 2000 characters without credentials in it (a secret in a URL ends up in logs and proxies;
+ * the signature authenticates each delivery). The admin CLI and the API say the same.
+ */
+export function endpointUrlProblem(raw: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return 'must be an absolute http:// or https:// URL';
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') return 'must be an absolute http:// or https:// URL';
+  if (u.username || u.password) return 'must not carry credentials; the signature authenticates each delivery';
+  if (raw.length > 2_000) return 'is longer than 2000 characters';
+  return null;
+}
