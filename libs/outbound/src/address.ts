@@ -42,7 +42,11 @@ export function addressRefusal(address: string): string | null {
   if (v6.isIPv4MappedAddress()) return ipv4Refusal(v6.toIPv4Address(), 'IPv4-mapped ');
   if (v6.match(NAT64, 96)) return ipv4Refusal(new ipaddr.IPv4(v6.toByteArray().slice(12)), 'NAT64 of ');
   if (!v6.match(GLOBAL_UNICAST, 3)) {
-    if (v6.match(ipaddr.IPv6.parse('::'), 96)) return 'IPv4-compatible (deprecated) or unspecified';
+    if (v6.match(ipaddr.IPv6.parse('::'), 96)) {
+      // ::1 and :: sit in ::/96 too; named as what they are (the reason reaches callers at creation)
+      const special = v6.range();
+      return special === 'loopback' || special === 'unspecified' ? special : 'IPv4-compatible (deprecated)';
+    }
     const range = v6.range();
     return range === 'unicast' ? 'outside global unicast (2000::/3)' : range;
   }
