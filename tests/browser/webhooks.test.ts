@@ -94,7 +94,10 @@ describe('the webhooks page', () => {
     expect(await item.textContent()).toContain('execution.succeeded, execution.failed, execution.needs_review');
 
     await item.getByRole('button', { name: 'Send test event' }).click();
-    await item.locator('[data-test-result]').getByText(/^Delivered: the receiver answered 204/).waitFor();
+    await item
+      .locator('[data-test-result]')
+      .getByText(/^Delivered: the receiver answered 204/)
+      .waitFor();
     expect(got).toHaveLength(1);
     expect(new Webhook(secret).verify(got[0]!.body, got[0]!.headers)).toMatchObject({ type: 'webhook.test' });
 

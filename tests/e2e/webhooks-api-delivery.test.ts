@@ -60,7 +60,11 @@ it('an endpoint made with the project key gets a signed execution event that sta
   const p = await stack.seed({ creditMicros: 1_000_000 });
   const r = await receiver();
   try {
-    const made = await stack.http().post('/tools/webhooks').set(bearer(p.secret)).send({ url: r.url, events: ['execution.succeeded'] });
+    const made = await stack
+      .http()
+      .post('/tools/webhooks')
+      .set(bearer(p.secret))
+      .send({ url: r.url, events: ['execution.succeeded'] });
     expect(made.status).toBe(201);
     const { id: endpointId, secret } = made.body.data as { id: string; secret: string };
 

@@ -175,5 +175,4 @@ describe('project isolation', () => {
     expect(row).toEqual({ secret: made.secret, deleted_at: null });
     expect((await stack.http().get('/tools/webhooks').set(bearer(a.secret))).body.data.map((e: { id: string }) => e.id)).toEqual([made.id]);
   });
-
 });

@@ -61,9 +61,10 @@ export async function listWebhookEndpoints(db: Knex, projectId: string): Promise
  */
 export async function getWebhookEndpoint(db: Knex, projectId: string, id: string): Promise<(WebhookEndpoint & { secret: string }) | null> {
   const row = await db('webhook_endpoints')
-    .first([...ENDPOINT_COLUMNS, 'secret'])
+    .select([...ENDPOINT_COLUMNS, 'secret'])
     .where({ id, project_id: projectId })
-    .whereNull('deleted_at');
+    .whereNull('deleted_at')
+    .first<Record<string, unknown> | undefined>();
   return row ? { ...toEndpoint(row), secret: row.secret as string } : null;
 }
 

@@ -48,8 +48,8 @@ export function WebhooksPage(props: { api: Api; project: Project }) {
     <section class="panel webhooks">
       <h2>Webhooks</h2>
       <p class="muted small">
-        Signed events (Standard Webhooks) about this project’s executions are POSTed to each endpoint. Only public addresses are accepted. Verify each
-        request with the endpoint’s secret, for example with the <code>standardwebhooks</code> package.
+        Signed events (Standard Webhooks) about this project’s executions are POSTed to each endpoint. Only public addresses are accepted. Verify each request
+        with the endpoint’s secret, for example with the <code>standardwebhooks</code> package.
       </p>
       <CreateForm
         onCreate={(url, events) =>
@@ -171,10 +171,14 @@ function EndpointItem(props: {
           Rotate secret
         </button>
         {confirming ? (
-          <button type="button" class="small danger" onClick={run(async () => {
+          <button
+            type="button"
+            class="small danger"
+            onClick={run(async () => {
               await webhooks.remove(api, e.id);
               await props.onDeleted();
-            })}>
+            })}
+          >
             Really delete?
           </button>
         ) : (
@@ -198,7 +202,8 @@ function EndpointItem(props: {
 }
 
 function Deliveries(props: { rows: WebhookDelivery[] }) {
-  if (props.rows.length === 0) return <p class="muted small">No deliveries yet: one is made each time an execution of this project ends with a subscribed event.</p>;
+  if (props.rows.length === 0)
+    return <p class="muted small">No deliveries yet: one is made each time an execution of this project ends with a subscribed event.</p>;
   return (
     <table class="deliveries">
       <thead>

@@ -9,7 +9,7 @@ import { acceptableUrl, publicEndpoint, requireProjectAdmin } from './endpoint-a
  * subscribed endpoint, so the count multiplies the relay's work for that project; a few
  * receivers per project is what callers need (a fan-out belongs behind one receiver).
  */
-export const MAX_ENDPOINTS_PER_PROJECT = 10;
+const MAX_ENDPOINTS_PER_PROJECT = 10;
 
 interface CreateBody {
   url: string;
@@ -31,7 +31,16 @@ export function createWebhookRoute({ db, config }: GatewayDeps): KeyRoute<Create
       // guard against an unbounded fan-out, not an exact quota, so one over is harmless.
       if ((await listWebhookEndpoints(db, auth.projectId)).length >= MAX_ENDPOINTS_PER_PROJECT) {
         throw new AppError('invalid_request', 'invalid_request', {
-          details: { errors: [{ instancePath: '', keyword: 'maxEndpoints', message: `a project has at most ${MAX_ENDPOINTS_PER_PROJECT} webhook endpoints; delete one first`, params: { limit: MAX_ENDPOINTS_PER_PROJECT } }] },
+          details: {
+            errors: [
+              {
+                instancePath: '',
+                keyword: 'maxEndpoints',
+                message: `a project has at most ${MAX_ENDPOINTS_PER_PROJECT} webhook endpoints; delete one first`,
+                params: { limit: MAX_ENDPOINTS_PER_PROJECT },
+              },
+            ],
+          },
         });
       }
       const events = body.events ? [...new Set(body.events)] : undefined;

@@ -13,7 +13,8 @@ import type { AuthContext } from '../../context';
  * name every execution of the project, whichever key started it.
  */
 export function requireProjectAdmin(auth: AuthContext): void {
-  if (auth.role !== 'ADMIN') throw new AppError('platform_project_permission_required', 'platform_project_permission_required', { details: { requiredRole: 'ADMIN' } });
+  if (auth.role !== 'ADMIN')
+    throw new AppError('platform_project_permission_required', 'platform_project_permission_required', { details: { requiredRole: 'ADMIN' } });
 }
 
 /** A live endpoint of the caller's project; any other id, well-formed or not, is the same 404. */

@@ -34,7 +34,9 @@ export function testWebhookRoute({ db, config, logger }: GatewayDeps): KeyRoute 
       const e = await ownEndpoint(db, auth.projectId, req.params.id as string);
       const n = open.get(auth.projectId) ?? 0;
       if (n >= TESTS_PER_PROJECT) {
-        throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', { details: { reason: 'webhook tests already in flight for this project', limit: TESTS_PER_PROJECT } });
+        throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {
+          details: { reason: 'webhook tests already in flight for this project', limit: TESTS_PER_PROJECT },
+        });
       }
       open.set(auth.projectId, n + 1);
       const webhookId = `msg_${randomBytes(16).toString('hex')}`;
@@ -65,7 +67,13 @@ export function testWebhookRoute({ db, config, logger }: GatewayDeps): KeyRoute 
         if (left <= 0) open.delete(auth.projectId);
         else open.set(auth.projectId, left);
       }
-      logger.info('gateway.webhook.test', { requestId: res.locals.requestId as string, endpointId: e.id, projectId: auth.projectId, statusCode, delivered: error === null });
+      logger.info('gateway.webhook.test', {
+        requestId: res.locals.requestId as string,
+        endpointId: e.id,
+        projectId: auth.projectId,
+        statusCode,
+        delivered: error === null,
+      });
       res.json({ data: { webhookId, delivered: error === null, statusCode, error, durationMs: Date.now() - started } });
     },
   };
