@@ -176,3 +176,33 @@ it('a receiver that never answers: the test ends at the delivery deadline with t
     await new Promise((r) => silent.close(r));
   }
 });
+
+it('a project has at most 2 test sends open at once: a third is refused (429) while they wait, and another project is not', async () => {
+  const p = await stack.seed();
+  const other = await stack.seed();
+  const slow = http.createServer((req, res) => {
+    req.resume();
+    setTimeout(() => res.writeHead(204).end(), 700);
+  });
+  await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/`;
+    const mine = (await stack.http().post('/tools/webhooks').set(bearer(p.secret)).send({ url })).body.data.id as string;
+    const theirs = (await stack.http().post('/tools/webhooks').set(bearer(other.secret)).send({ url })).body.data.id as string;
+    const send = (secret: string, id: string) => stack.http().post(`/tools/webhooks/${id}/test`).set(bearer(secret));
+    // supertest sends when then() is called: start both now
+    const first = [send(p.secret, mine).then((r) => r), send(p.secret, mine).then((r) => r)];
+    await new Promise((r) => setTimeout(r, 200));
+    const third = await send(p.secret, mine);
+    expect(third.status).toBe(429);
+    expect(third.body.error.message).toBe('rate_limit_exceeded');
+    expect(third.headers['retry-after']).toBe('2');
+    const otherProject = await send(other.secret, theirs);
+    expect(otherProject.body.data.delivered).toBe(true);
+    for (const r of await Promise.all(first)) expect(r.body.data.delivered).toBe(true);
+    // the slots are given back
+    expect((await send(p.secret, mine)).body.data.delivered).toBe(true);
+  } finally {
+    await new Promise((r) => slow.close(r));
+  }
+});

@@ -34,6 +34,8 @@ export function testWebhookRoute({ db, config, logger }: GatewayDeps): KeyRoute 
       const e = await ownEndpoint(db, auth.projectId, req.params.id as string);
       const n = open.get(auth.projectId) ?? 0;
       if (n >= TESTS_PER_PROJECT) {
+        // the contract's 429 for the request rate carries Retry-After: the open tests end within their deadline
+        res.setHeader('Retry-After', String(Math.max(1, Math.ceil(config.webhookTimeoutMs / 1000))));
         throw new AppError('rate_limit_exceeded', 'rate_limit_exceeded', {
           details: { reason: 'webhook tests already in flight for this project', limit: TESTS_PER_PROJECT },
         });
