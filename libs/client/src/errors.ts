@@ -37,6 +37,7 @@ export const ERROR_CODES = [
   'execution_not_found',
   'artifact_not_found',
   'artifact_expired',
+  'webhook_endpoint_not_found',
   'method_not_allowed',
   'idempotency_key_reused',
   'rate_limit_exceeded',

@@ -328,8 +328,226 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tools/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project’s webhook endpoints (never their secrets)
+         * @description Oldest first; at most 10.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Register a webhook endpoint; its signing secret is shown once
+         * @description Every event in this document's `webhooks` that the endpoint subscribes to is POSTed to it, signed (Standard Webhooks). The URL must be public: a loopback, private or metadata address (for example 127.0.0.1, 10.0.0.8, 169.254.169.254, [::1], or a name resolving to one) is refused here, not only at delivery. At most 10 endpoints per project.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Nothing more is sent to it; its pending deliveries end failed ("the endpoint was deleted").
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace an endpoint’s signing secret; the new one is shown once
+         * @description The old secret stops at once: every attempt from now on, retries of earlier events included, is signed with the new one. No request body.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An endpoint’s recent deliveries and their attempts
+         * @description Newest first, `limit` of them (kept WEBHOOK_DELIVERY_RETENTION_DAYS, 7 by default): the event, its execution, status, attempts made, the last attempt's HTTP status and error, and when the next retry is due.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed webhook.test event to an endpoint now
+         * @description One attempt, now, with the delivery's rules (public addresses only, 10 s deadline); the answer says what the receiver replied. Not recorded as a delivery and not retried. A project has at most 2 tests in flight per gateway process (else `429 rate_limit_exceeded`). No request body.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        post: operations["testWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "execution.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution succeeded */
+        post: operations["onExecutionSucceeded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "execution.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution failed */
+        post: operations["onExecutionFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "execution.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution was cancelled */
+        post: operations["onExecutionCancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "execution.needs_review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution needs an operator’s review */
+        post: operations["onExecutionNeedsReview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A test event, sent on request */
+        post: operations["onWebhookTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    requestBodies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -873,6 +1091,131 @@ export interface components {
                 message?: "execution_not_cancellable";
             };
         };
+        /**
+         * @description Webhook endpoint id (`whk_` + ULID).
+         * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+         */
+        WebhookEndpointId: string;
+        /**
+         * @description An event an endpoint may subscribe to (the `type` of the events in `webhooks`). `webhook.test` is sent only on request and needs no subscription.
+         * @enum {string}
+         */
+        WebhookEventType: "execution.succeeded" | "execution.failed" | "execution.cancelled" | "execution.needs_review";
+        WebhookEndpoint: {
+            id: components["schemas"]["WebhookEndpointId"];
+            /** @description Where the events are POSTed. */
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /** @description An endpoint with its signing secret, shown in this answer only (create and rotate-secret): keep it now, it cannot be read again. */
+        WebhookEndpointWithSecret: {
+            id: components["schemas"]["WebhookEndpointId"];
+            /** @description Where the events are POSTed. */
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description Standard Webhooks secret: `whsec_` + base64 of 24 random bytes. */
+            secret: string;
+        };
+        WebhookEndpointRequest: {
+            /**
+             * @description An absolute http:// or https:// URL without credentials. Its host, or every address its name resolves to now, must be a public unicast address: loopback, private, link-local (cloud metadata, 169.254.169.254), CGNAT, unique-local IPv6 and the other non-public ranges are refused with `400 invalid_request` (details.errors[0].instancePath `/url`, the address and its range). Deliveries check every address again at each connection.
+             * @example https://example.com/tes-webhooks
+             */
+            url: string;
+            /** @description Default: all four. */
+            events?: components["schemas"]["WebhookEventType"][];
+        };
+        WebhookDelivery: {
+            /** @description The `webhook-id` header of every attempt of this event to this endpoint. */
+            id: string;
+            endpointId: components["schemas"]["WebhookEndpointId"];
+            executionId: components["schemas"]["ExecutionId"];
+            eventType: components["schemas"]["WebhookEventType"];
+            /**
+             * @description pending: not yet answered with a 2xx and retries remain; failed: retries spent, or the endpoint was deleted.
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /** @description Attempts made so far. */
+            attempts: number;
+            /** @description HTTP status of the last attempt (null: none yet, or no answer). */
+            lastStatusCode: number | null;
+            /** @description Why the last attempt failed (`HTTP 500`, a timeout, a refused address...). */
+            lastError: string | null;
+            nextAttemptAt: components["schemas"]["NullableTimestamp"];
+            createdAt: components["schemas"]["Timestamp"];
+            deliveredAt: components["schemas"]["NullableTimestamp"];
+        };
+        WebhookTestResult: {
+            /** @description The `webhook-id` the test event was sent with. */
+            webhookId: string;
+            /** @description Whether the receiver answered 2xx. */
+            delivered: boolean;
+            /** @description The receiver’s HTTP status (null: no answer). */
+            statusCode: number | null;
+            /** @description Why it was not delivered (`HTTP 401`, a timeout, a refused address...). */
+            error: string | null;
+            durationMs: number;
+        };
+        /** @description The body of every event (Standard Webhooks): POSTed as JSON with the headers `webhook-id` (the same on every attempt of one event to one endpoint: deduplicate on it), `webhook-timestamp` (Unix seconds of this attempt) and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the base64-decoded part of the secret after `whsec_`). Any Standard Webhooks library verifies it (npm `standardwebhooks`, Python `standardwebhooks`; our SDKs: `verifyWebhook`). Answer 2xx within 10 s; anything else is retried with backoff (about 3 days of retries), so handle an event more than once safely. The body is fixed by the first attempt: retries send the same bytes, signed anew. */
+        WebhookEvent: {
+            type: string;
+            timestamp: components["schemas"]["Timestamp"];
+            data: Record<string, unknown>;
+        };
+        /** @description The execution succeeded: its outputs are ready to download. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionSucceededEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.succeeded";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description The execution failed (errorCode says why); what it was charged is in the execution. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionFailedEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.failed";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description The execution was cancelled. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionCancelledEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.cancelled";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description The execution stopped in a state an operator must resolve (needs_review); a later execution.succeeded or execution.failed is not sent for it. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionNeedsReviewEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.needs_review";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description Sent only by `POST /tools/webhooks/{id}/test`, to the one endpoint, once (no retries). */
+        WebhookTestEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "webhook.test";
+            data?: {
+                endpointId: components["schemas"]["WebhookEndpointId"];
+                projectId: components["schemas"]["ProjectId"];
+            };
+        };
+        /** @description A body that is not JSON or not of the schema; a URL refused (details.errors[0] with instancePath `/url` says why: not http(s), credentials in it, or a loopback, private, link-local/metadata or other non-public address, named or resolved); or the project already has 10 endpoints. */
+        WebhookInvalidError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @enum {string} */
+                status?: "INVALID_ARGUMENT";
+                /** @enum {string} */
+                message?: "invalid_json" | "unsupported_media_type" | "invalid_request";
+            };
+        };
+        /** @description No live endpoint with this id in the caller’s project (another project’s endpoint, a deleted one and a malformed id are the same 404), or no such route. */
+        WebhookEndpointNotFoundError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @enum {string} */
+                status?: "NOT_FOUND";
+                /** @enum {string} */
+                message?: "route_not_found" | "webhook_endpoint_not_found";
+            };
+        };
     };
     responses: {
         /** @description Unknown execution or artifact, an artifact past its 30-day retention (artifact_expired), or no such route. */
@@ -1373,6 +1716,52 @@ export interface components {
                 "application/json": components["schemas"]["UploadInvalidError"];
             };
         };
+        /** @description A body that is not JSON or not of the schema; a URL refused (details.errors[0] with instancePath `/url` says why: not http(s), credentials in it, or a loopback, private, link-local/metadata or other non-public address, named or resolved); or the project already has 10 endpoints. */
+        WebhookInvalid: {
+            headers: {
+                "Cache-Control": components["headers"]["CacheControl"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "status": "INVALID_ARGUMENT",
+                 *         "message": "invalid_request"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookInvalidError"];
+            };
+        };
+        /** @description No live endpoint with this id in the caller’s project (another project’s endpoint, a deleted one and a malformed id are the same 404), or no such route. */
+        WebhookEndpointNotFound: {
+            headers: {
+                "Cache-Control": components["headers"]["CacheControl"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "status": "NOT_FOUND",
+                 *         "message": "webhook_endpoint_not_found"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookEndpointNotFoundError"];
+            };
+        };
     };
     parameters: {
         /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
@@ -1409,6 +1798,11 @@ export interface components {
         PreferWait: string;
         /** @description The `id` of the last event received (EventSource sends it when it reconnects): the stream then starts with an event only if the execution changed since. */
         LastEventId: string;
+        /**
+         * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+         * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+         */
+        WebhookEndpointIdPath: string;
     };
     requestBodies: {
         /** @description A tool and its arguments. One variant per tool of the catalog, keyed by `tool`; `arguments` is that tool's `inputSchema` (`GET /tools/{tool}`), generated from the catalog. The gateway checks the body against `x-gateway-schema`, then the catalog checks the tool and its arguments: an unknown tool is `404 tool_not_found`, arguments its schema refuses `400 invalid_arguments`. */
@@ -2819,6 +3213,415 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["InternalErrorError"];
                 };
+            };
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live endpoints of the key’s project. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookEndpoint"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RouteNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret (shown only here and by rotate-secret). */
+            201: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookEndpointWithSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["WebhookInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RouteNotFound"];
+            413: components["responses"]["RequestTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            id: components["schemas"]["WebhookEndpointId"];
+                            /** @constant */
+                            deleted: true;
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint with its new secret. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookEndpointWithSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["WebhookInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            413: components["responses"]["RequestTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size 1-100 (else 400 invalid_request). */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookDelivery"][];
+                    };
+                };
+            };
+            400: components["responses"]["ListInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    testWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the receiver answered (delivered: false with the reason when it did not answer 2xx). */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookTestResult"];
+                    };
+                };
+            };
+            400: components["responses"]["WebhookInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            413: components["responses"]["RequestTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    onExecutionSucceeded: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionSucceededEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onExecutionFailed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onExecutionCancelled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionCancelledEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onExecutionNeedsReview: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionNeedsReviewEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onWebhookTest: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

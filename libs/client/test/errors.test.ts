@@ -74,6 +74,7 @@ const EXPECTED: Record<CoreCode, new (...a: never[]) => TesApiError> = {
   execution_not_found: NotFoundError,
   artifact_not_found: NotFoundError,
   artifact_expired: NotFoundError,
+  webhook_endpoint_not_found: NotFoundError,
   method_not_allowed: NotFoundError,
   idempotency_key_reused: IdempotencyConflictError,
   rate_limit_exceeded: RateLimitedError,

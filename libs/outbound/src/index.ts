@@ -1,4 +1,4 @@
-export { addressRefusal, BlockedAddressError, checkDestination } from './address';
+export { addressRefusal, BlockedAddressError, checkDestination, endpointUrlProblem } from './address';
 export * from './http';
 export * from './sleep';
 export * from './webhook-signature';

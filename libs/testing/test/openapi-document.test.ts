@@ -79,9 +79,15 @@ describe('the OpenAPI document', () => {
         'GET /tools/project',
         'GET /tools/usage',
         'GET /tools/{tool}',
+        'GET /tools/webhooks',
+        'GET /tools/webhooks/{id}/deliveries',
+        'DELETE /tools/webhooks/{id}',
         'POST /tools/executions/{id}/cancel',
         'POST /tools/quote',
         'POST /tools/upload',
+        'POST /tools/webhooks',
+        'POST /tools/webhooks/{id}/rotate-secret',
+        'POST /tools/webhooks/{id}/test',
         'POST /tools/{tool}',
       ].sort(),
     );
@@ -160,7 +166,7 @@ describe('the OpenAPI document', () => {
 
   it('every authenticated operation documents 401, 403, 404, 429, 500 and 503, and 2xx rate-limit headers', () => {
     const authed = operations.filter(needsAuth);
-    expect(authed).toHaveLength(12);
+    expect(authed).toHaveLength(18);
     for (const op of authed) {
       const responses = op.operation.responses as Obj;
       expect({ op: op.template, codes: Object.keys(responses) }).toEqual({

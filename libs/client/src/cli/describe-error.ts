@@ -82,6 +82,8 @@ async function apiWords(e: TesApiError, client: TesClient | undefined): Promise<
       return ['no such artifact'];
     case 'artifact_expired':
       return ['the artifact has expired (artifacts are kept 30 days)'];
+    case 'webhook_endpoint_not_found':
+      return ['no such webhook endpoint in this project'];
     case 'execution_not_cancellable':
       return ['the execution has already ended: there is nothing to cancel'];
     case 'execution_disabled':

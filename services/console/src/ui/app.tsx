@@ -5,17 +5,19 @@ import { ErrorBox } from './error-box';
 import { ExecutionView } from './execution-view';
 import { ExecutionsList } from './executions-list';
 import { ToolRunner } from './tool-runner';
+import { WebhooksPage } from './webhooks-page';
 
 /** The key lives in this tab's sessionStorage only: gone when the tab closes, never in a URL or a cookie. */
 const KEY_SLOT = 'tes.console.apiKey';
 
-type Route = { page: 'run'; from?: string } | { page: 'executions' } | { page: 'execution'; id: string };
+type Route = { page: 'run'; from?: string } | { page: 'executions' } | { page: 'execution'; id: string } | { page: 'webhooks' };
 
 function routeOf(hash: string): Route {
   const m = /^#executions\/(exe_[A-Za-z0-9]+)$/.exec(hash);
   if (m) return { page: 'execution', id: m[1]! };
   const again = /^#run\/(exe_[A-Za-z0-9]+)$/.exec(hash);
   if (again) return { page: 'run', from: again[1]! };
+  if (hash === '#webhooks') return { page: 'webhooks' };
   return hash === '#executions' ? { page: 'executions' } : { page: 'run' };
 }
 
@@ -101,8 +103,11 @@ export function App() {
         <a href="#run" aria-current={route.page === 'run' ? 'page' : undefined}>
           Run a tool
         </a>
-        <a href="#executions" aria-current={route.page !== 'run' ? 'page' : undefined}>
+        <a href="#executions" aria-current={route.page === 'executions' || route.page === 'execution' ? 'page' : undefined}>
           Executions
+        </a>
+        <a href="#webhooks" aria-current={route.page === 'webhooks' ? 'page' : undefined}>
+          Webhooks
         </a>
         <a href="/docs">API reference</a>
       </nav>
@@ -113,6 +118,7 @@ export function App() {
           <ToolRunner key={route.from ?? ''} api={api} catalog={catalog} {...(route.from ? { from: route.from } : {})} onEnded={refreshAccount} />
         )}
         {catalog && route.page === 'executions' && <ExecutionsList api={api} catalog={catalog} open={(id) => go(`executions/${id}`)} />}
+        {project && route.page === 'webhooks' && <WebhooksPage api={api} project={project} />}
         {route.page === 'execution' && (
           <section class="panel">
             <p>

@@ -12,6 +12,7 @@ import { listToolsRoute } from './list-tools';
 import { submitExecutionRoute } from './submit-execution';
 import { uploadFileRoute } from './upload-file';
 import { streamExecutionEventsRoute } from '../push/events-route';
+import { webhookRoutes } from './webhooks';
 
 export { docsAssets, docsRoutes } from './docs';
 
@@ -30,5 +31,6 @@ export function apiRoutes(deps: GatewayDeps): KeyRoute[] {
     streamExecutionEventsRoute(deps),
     cancelExecutionRoute(deps),
     getArtifactDownloadRoute(deps),
+    ...webhookRoutes(deps),
   ];
 }
