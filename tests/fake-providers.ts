@@ -12,6 +12,7 @@ import { ffmpegMake } from './media';
  *   [429once]  first create answers 429, then works             [500]    create answers 500
  *   [hang]     create reads the request, then drops the connection
  *   [badfile]  the output file is not an image or video         [empty]  the job succeeds with no output files
+ *   [usage:N]  OpenAI images report N output tokens instead of what the quality and size make
  * and outages of a job's reads, from the first such request for MS milliseconds (or forever):
  *   [status-CODE:MS]  status polls answer HTTP CODE      [status-drop:MS]  ... drop the connection
  *   [result-CODE:MS]  fal's result URL, the same         [result-drop:MS]
@@ -213,7 +214,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       const data = tag(String(body?.prompt), 'badfile')
         ? [{ b64_json: Buffer.from('nope').toString('base64') }]
         : Array.from({ length: Number(body?.n ?? 1) }, () => ({ b64_json: png.toString('base64') }));
-      return send(res, 200, { created: 1, data, usage: { total_tokens: 100 } });
+      return send(res, 200, imagesResponse(body ?? {}, data));
     }
     if (req.method === 'POST' && path === '/openai/v1/audio/speech') {
       if (req.headers.authorization !== 'Bearer test-openai') return send(res, 401, { error: { message: 'Incorrect API key' } });
@@ -244,6 +245,46 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         server.closeAllConnections();
         server.close(() => r());
       }),
+  };
+}
+
+/**
+ * Image output tokens per image, as OpenAI bills them (gpt-image-1.5: its per-image prices /
+ * $32 per 1M tokens). Written out here, not imported from the catalog, so the fake is not
+ * the code it checks.
+ */
+const OPENAI_IMAGE_TOKENS: Record<string, Record<string, number>> = {
+  low: { '1024x1024': 272, '1024x1536': 408, '1536x1024': 400 },
+  medium: { '1024x1024': 1_056, '1024x1536': 1_584, '1536x1024': 1_568 },
+  high: { '1024x1024': 4_160, '1024x1536': 6_240, '1536x1024': 6_208 },
+};
+
+/**
+ * OpenAI's ImagesResponse for a generation (openai-node src/resources/images.ts): the quality
+ * and size used, and `usage` in tokens. The output tokens are OpenAI's per image for the
+ * quality and size; without a quality OpenAI picks one (auto), here the dearest, high.
+ */
+function imagesResponse(body: Record<string, unknown>, data: { b64_json: string }[]): Record<string, unknown> {
+  const prompt = String(body.prompt);
+  const quality = ['low', 'medium', 'high'].includes(String(body.quality)) ? String(body.quality) : 'high';
+  const size = typeof body.size === 'string' ? body.size : '1024x1024';
+  const forced = /\[usage:(\d+)\]/.exec(prompt)?.[1];
+  const output = forced !== undefined ? Number(forced) : (OPENAI_IMAGE_TOKENS[quality]![size] ?? 4_160) * data.length;
+  // about four bytes of English to a token, and a few tokens of framing
+  const input = Math.ceil(Buffer.byteLength(prompt, 'utf8') / 4) + 7;
+  return {
+    created: 1,
+    data,
+    output_format: body.output_format ?? 'png',
+    quality,
+    size,
+    usage: {
+      input_tokens: input,
+      input_tokens_details: { image_tokens: 0, text_tokens: input },
+      output_tokens: output,
+      output_tokens_details: { image_tokens: output, text_tokens: 0 },
+      total_tokens: input + output,
+    },
   };
 }
 

@@ -211,7 +211,9 @@ it('provider models are unavailable without their credentials, and the tool with
   expect(() => none.resolve('image.generate', { prompt: 'x' })).toThrow(expect.objectContaining({ code: 'tool_unavailable' }));
   const falOnly = new Catalog({ enableTestTools: false, providers: { fal: true } });
   expect(falOnly.resolve('image.generate', { prompt: 'x' }).model).toBe('fal/flux-schnell');
-  expect(() => falOnly.resolve('image.generate', { prompt: 'x', model: 'openai/gpt-image-1.5' })).toThrow(expect.objectContaining({ code: 'model_unavailable' }));
+  expect(() => falOnly.resolve('image.generate', { prompt: 'x', model: 'openai/gpt-image-1.5' })).toThrow(
+    expect.objectContaining({ code: 'model_unavailable' }),
+  );
   const listed = (none.describe(DEFAULT_PRICE_LIST, VERSION, true).tools as { name: string; available: boolean }[]).find((t) => t.name === 'image.generate');
   expect(listed?.available).toBe(false);
 });

@@ -21,7 +21,10 @@ function refusal(fn: () => unknown): AppError {
   throw new Error('expected a refusal');
 }
 
-type Listed = { name: string; models: { id: string; available: boolean; description: string; price: { description: string } | null }[] };
+interface Listed {
+  name: string;
+  models: { id: string; available: boolean; description: string; price: { description: string } | null }[];
+}
 function listed(c: Catalog, today: string, tool: string) {
   return (c.describe(DEFAULT_PRICE_LIST, 'v1', true, NONE, today).tools as Listed[]).find((t) => t.name === tool)!;
 }
