@@ -19,7 +19,19 @@ import { ffmpegMake } from './media';
  *   [file-CODE:MS]    the output files, the same         [file-drop:MS]
  * An outage's answers come from in front of the provider: fal's own answers carry
  * X-Fal-Request-Id, these do not.
+ *
+ * The model endpoints `admin models check` reads answer from `models` (a test may change it):
+ * OpenAI GET /models/{id} (its Model object: shutdown_date), Replicate GET
+ * /models/{owner}/{name}, fal's platform API GET /models?endpoint_id= (metadata.status).
  */
+export interface FakeModelStates {
+  /** OpenAI model id -> its shutdown_date (null: none announced); absent: 404. */
+  openai: Record<string, string | null>;
+  /** Replicate "owner/name" models that exist. */
+  replicate: string[];
+  /** fal endpoint id -> its status; absent: no such endpoint. */
+  fal: Record<string, 'active' | 'deprecated'>;
+}
 export interface RecordedRequest {
   /** When it arrived (ms since the epoch). */
   at: number;
@@ -34,6 +46,7 @@ export interface FakeProviders {
   env: Record<string, string>;
   requests: RecordedRequest[];
   creates(provider: 'replicate' | 'fal' | 'openai'): RecordedRequest[];
+  models: FakeModelStates;
   stop(): Promise<void>;
 }
 
@@ -59,6 +72,11 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     .toBuffer();
   const mp4 = await ffmpegMake(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=5', '-c:v', 'libx264', '-pix_fmt', 'yuv420p'], 'g.mp4');
   const wav = await ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=300:duration=1.5', '-ac', '1', '-ar', '24000'], 's.wav');
+  const models: FakeModelStates = {
+    openai: { 'gpt-image-1.5': null, 'gpt-image-1': '2026-10-23', 'gpt-4o-mini-tts': null },
+    replicate: ['black-forest-labs/flux-schnell', 'kwaivgi/kling-v1.6-standard'],
+    fal: { 'fal-ai/flux/schnell': 'active', 'fal-ai/kling-video/v1/standard/text-to-video': 'active' },
+  };
   const jobs = new Map<string, Job>();
   const requests: RecordedRequest[] = [];
   const seen429 = new Set<string>();
@@ -115,11 +133,45 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
-      const path = (req.url ?? '').split('?')[0]!;
+      const [path, query] = (req.url ?? '').split('?') as [string, string | undefined];
       requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body });
+      if (req.method === 'GET' && modelRoute(req, res, path, new URLSearchParams(query ?? ''))) return;
       route(req, res, path, body);
     });
   });
+
+  /** The model endpoints (shapes: openai-node's Model, Replicate's model object, fal's platform API model search). */
+  function modelRoute(req: http.IncomingMessage, res: http.ServerResponse, path: string, query: URLSearchParams): boolean {
+    let m: RegExpExecArray | null;
+    if ((m = /^\/openai\/v1\/models\/([^/]+)$/.exec(path))) {
+      if (req.headers.authorization !== 'Bearer test-openai')
+        return (send(res, 401, { error: { message: 'Incorrect API key', type: 'invalid_request_error' } }), true);
+      const id = decodeURIComponent(m[1]!);
+      if (!(id in models.openai)) {
+        const error = { message: `The model '${id}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' };
+        return (send(res, 404, { error }), true);
+      }
+      return (send(res, 200, { id, object: 'model', created: 1_700_000_000, owned_by: 'openai', shutdown_date: models.openai[id] }), true);
+    }
+    if ((m = /^\/replicate\/v1\/models\/([^/]+)\/([^/]+)$/.exec(path))) {
+      if (req.headers.authorization !== 'Bearer test-replicate') return (send(res, 401, { detail: 'Unauthenticated' }), true);
+      const [owner, name] = [decodeURIComponent(m[1]!), decodeURIComponent(m[2]!)];
+      if (!models.replicate.includes(`${owner}/${name}`)) return (send(res, 404, { detail: 'Not found.' }), true);
+      const model = { url: `https://replicate.com/${owner}/${name}`, owner, name, description: null, visibility: 'public', run_count: 1 };
+      return (
+        send(res, 200, { ...model, github_url: null, paper_url: null, license_url: null, cover_image_url: null, default_example: null, latest_version: null }),
+        true
+      );
+    }
+    if (path === '/falapi/v1/models') {
+      if (req.headers.authorization !== 'Key test-fal') return (send(res, 401, { detail: 'Unauthorized' }), true);
+      const id = query.get('endpoint_id') ?? '';
+      const status = models.fal[id];
+      const found = status ? [{ endpoint_id: id, metadata: { display_name: id, category: 'text-to-image', status } }] : [];
+      return (send(res, 200, { models: found, next_cursor: null, has_more: false }), true);
+    }
+    return false;
+  }
 
   function route(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | undefined): void {
     let m: RegExpExecArray | null;
@@ -236,9 +288,11 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       OPENAI_API_KEY: 'test-openai',
       REPLICATE_BASE_URL: `${base}/replicate/v1`,
       FAL_QUEUE_URL: `${base}/fal`,
+      FAL_API_URL: `${base}/falapi/v1`,
       OPENAI_BASE_URL: `${base}/openai/v1`,
     },
     requests,
+    models,
     creates: (provider) => requests.filter((r) => r.method === 'POST' && r.path.startsWith(`/${provider}/`)),
     stop: () =>
       new Promise<void>((r) => {

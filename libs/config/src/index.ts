@@ -144,7 +144,8 @@ export interface Config {
    * Default 1 s, 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h, 8 h (32 h in all).
    */
   readonly webhookRetryDelaysMs: readonly number[];
-  readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string };
+  /** `falApi`: fal's platform API (model metadata, read by `admin models check`), apart from its queue. */
+  readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string; readonly falApi: string };
   /**
    * MODEL_RETIREMENTS: retirement dates an operator sets or moves ("tool:model" -> the first
    * UTC day the model is refused, YYYY-MM-DD), over the catalog's own, for a provider's notice
@@ -436,6 +437,7 @@ export function loadConfig(env: Env = process.env): Config {
       replicate: url('REPLICATE_BASE_URL', 'https://api.replicate.com/v1', ['https:', 'http:']),
       fal: url('FAL_QUEUE_URL', 'https://queue.fal.run', ['https:', 'http:']),
       openai: url('OPENAI_BASE_URL', 'https://api.openai.com/v1', ['https:', 'http:']),
+      falApi: url('FAL_API_URL', 'https://api.fal.ai/v1', ['https:', 'http:']),
     },
     modelRetirements: retirements('MODEL_RETIREMENTS'),
     providers: {
