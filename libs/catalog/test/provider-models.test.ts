@@ -1,5 +1,5 @@
 import { AppError } from '@tes/core';
-import { Catalog, DEFAULT_PRICE_LIST } from '../src';
+import { Catalog, checkPriceList, DEFAULT_PRICE_LIST } from '../src';
 
 /**
  * Provider models as the providers have them: each names its provider's model id and may
@@ -119,6 +119,22 @@ describe('prices in the provider’s unit', () => {
     expect(catalog.cost(tool, 'openai/gpt-image-1.5', 1, DEFAULT_PRICE_LIST, args, usage)).toBe(166_460);
   });
 
+  it('a usage report that cannot be priced (absent, negative, absurd) is charged as quoted: the table tokens per image delivered', () => {
+    const tool = catalog.get('image.generate')!;
+    const args = { model: 'openai/gpt-image-1.5', prompt: 'a cat', quality: 'low', size: '1024x1024', count: 2, format: 'png' };
+    const quoted = catalog.cost(tool, 'openai/gpt-image-1.5', 2, DEFAULT_PRICE_LIST, args);
+    expect(quoted).toBe(2 * 272 * 40 + 414);
+    for (const usage of [undefined, { inputTokens: -1, outputTokens: 10 }, { inputTokens: 1, outputTokens: 1e12 }, { inputTokens: 1.5, outputTokens: 2 }]) {
+      expect(catalog.cost(tool, 'openai/gpt-image-1.5', 2, DEFAULT_PRICE_LIST, args, usage)).toBe(quoted);
+    }
+    // a price list published before token prices (a flat price per image) ignores the usage
+    const flat = {
+      currency: 'usd' as const,
+      tools: { 'image.generate': { models: { 'openai/gpt-image-1.5': { unitPriceMicros: 70_000, minimumMicros: 70_000 } } } },
+    };
+    expect(catalog.cost(tool, 'openai/gpt-image-1.5', 2, flat, args, { inputTokens: 10, outputTokens: 544 })).toBe(140_000);
+  });
+
   it('fal flux: per megapixel, each image’s size rounded up to whole megapixels of 1024 x 1024', () => {
     expect(quote({ model: 'fal/flux-schnell', prompt: 'x', size: '1024x1024' }).maximumChargeMicros).toBe(4_000);
     expect(quote({ model: 'fal/flux-schnell', prompt: 'x', size: '1536x1024' }).maximumChargeMicros).toBe(8_000);
@@ -135,4 +151,13 @@ describe('prices in the provider’s unit', () => {
     expect(price('fal/flux-schnell')).toBe('$0.004 per megapixel (each image rounded up to whole megapixels of 1024 x 1024 pixels)');
     expect(price('openai/gpt-image-1.5')).toMatch(/^\$40 per 1M image tokens .*\$6 per 1M prompt tokens/);
   });
+});
+
+it('a published price list is checked for the provider-unit prices too', () => {
+  expect(checkPriceList(DEFAULT_PRICE_LIST)).toEqual([]);
+  const bad = {
+    currency: 'usd',
+    tools: { 'image.generate': { models: { 'fal/flux-schnell': { unitPriceMicros: 1, minimumMicros: 1, megapixelPriceMicros: -4 } } } },
+  };
+  expect(checkPriceList(bad)).toEqual(['tools["image.generate"].models["fal/flux-schnell"].megapixelPriceMicros must be a non-negative integer']);
 });
