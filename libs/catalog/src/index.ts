@@ -11,7 +11,7 @@ export { VIDEO_SLIDESHOW_LIMITS, type VideoSlide, type VideoSlideshowArgs } from
 export { VIDEO_THUMBNAIL_LIMITS, type VideoThumbnailArgs } from './tools/video-thumbnail';
 export { VIDEO_TRANSCODE_LIMITS, type VideoTranscodeArgs } from './tools/video-transcode';
 export { IMAGE_GENERATE_LIMITS, IMAGE_GENERATE_SIZES, OPENAI_IMAGE_MODEL, type ImageGenerateArgs } from './tools/image-generate';
-export { falMegapixels, OPENAI_IMAGE_OUTPUT_TOKENS, usableUsage, type ImageQuality } from './tools/image-generate-pricing';
+export { usableUsage, type ImageQuality } from './tools/image-generate-pricing';
 export { VIDEO_GENERATE_LIMITS, type VideoGenerateArgs } from './tools/video-generate';
 export type { TestSleepArgs } from './tools/test-sleep';
 export { drainNeededMs, longestWorkerSteps, MAX_DRAIN_STEP_MS, RELEASE_ALLOWANCE_MS, STEP_RECORD_ALLOWANCE_MS, type LongestStep } from './drain';

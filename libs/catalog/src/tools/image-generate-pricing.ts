@@ -17,7 +17,7 @@ type Size = '1024x1024' | '1024x1536' | '1536x1024';
  * gpt-image-1.5 high 1024x1024 $0.133 = 4,160 x $32/1M, gpt-image-1 high $0.167 = 4,160 x
  * $40/1M (sources and the date read: docs/incoming/prov-price.md, "Providers").
  */
-export const OPENAI_IMAGE_OUTPUT_TOKENS: Readonly<Record<ImageQuality, Readonly<Record<Size, number>>>> = {
+const OPENAI_IMAGE_OUTPUT_TOKENS: Readonly<Record<ImageQuality, Readonly<Record<Size, number>>>> = {
   low: { '1024x1024': 272, '1024x1536': 408, '1536x1024': 400 },
   medium: { '1024x1024': 1_056, '1024x1536': 1_584, '1536x1024': 1_568 },
   high: { '1024x1024': 4_160, '1024x1536': 6_240, '1536x1024': 6_208 },
@@ -28,14 +28,14 @@ export const OPENAI_IMAGE_OUTPUT_TOKENS: Readonly<Record<ImageQuality, Readonly<
  * than the text has UTF-8 bytes; 64 more for what OpenAI adds around it. Real prompts count
  * about a quarter of their bytes, so this bound is loose only on a few hundred micros.
  */
-export function promptTokenBound(prompt: string): number {
+function promptTokenBound(prompt: string): number {
   return Buffer.byteLength(prompt, 'utf8') + 64;
 }
 
 /** fal's megapixel: 1024 x 1024 pixels, each image rounded up to whole megapixels. */
 const FAL_MEGAPIXEL = 1024 * 1024;
 
-export function falMegapixels(size: Size): number {
+function falMegapixels(size: Size): number {
   const [w, h] = size.split('x').map(Number) as [number, number];
   return ceilDiv(w * h, FAL_MEGAPIXEL);
 }
