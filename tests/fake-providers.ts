@@ -15,6 +15,7 @@ import { ffmpegMake } from './media';
  *   [hang]     create reads the request, then drops the connection
  *   [badfile]  the output file is not an image or video         [empty]  the job succeeds with no output files
  *   [malformed] the create answer breaks the provider's schema (to prove the check catches it)
+ *   [usage:N]  OpenAI images report N output tokens instead of what the quality and size make
  * and outages of a job's reads, from the first such request for MS milliseconds (or forever):
  *   [status-CODE:MS]  status polls answer HTTP CODE      [status-drop:MS]  ... drop the connection
  *   [result-CODE:MS]  fal's result URL, the same         [result-drop:MS]
@@ -27,7 +28,19 @@ import { ffmpegMake } from './media';
  * the real API refuses one; every violation, ours or the fake's, is kept in `violations`,
  * and `stop()` throws when there is any, so no test passes against a dialect the real
  * providers do not speak.
+ *
+ * The model endpoints `admin models check` reads answer from `models` (a test may change it):
+ * OpenAI GET /models/{id} (its Model object: shutdown_date), Replicate GET
+ * /models/{owner}/{name}, fal's platform API GET /models?endpoint_id= (metadata.status).
  */
+export interface FakeModelStates {
+  /** OpenAI model id -> its shutdown_date (null: none announced); absent: 404. */
+  openai: Record<string, string | null>;
+  /** Replicate "owner/name" models that exist. */
+  replicate: string[];
+  /** fal endpoint id -> its status; absent: no such endpoint. */
+  fal: Record<string, 'active' | 'deprecated'>;
+}
 export interface RecordedRequest {
   /** When it arrived (ms since the epoch). */
   at: number;
@@ -44,6 +57,7 @@ export interface FakeProviders {
   /** Requests and answers that broke a provider schema, as readable lines. */
   violations: string[];
   creates(provider: 'replicate' | 'fal' | 'openai'): RecordedRequest[];
+  models: FakeModelStates;
   /** Closes the server; throws when any request or answer broke a provider schema. */
   stop(): Promise<void>;
 }
@@ -81,6 +95,11 @@ export async function startFakeProviders(): Promise<FakeProviders> {
   const mp4 = await ffmpegMake(['-f', 'lavfi', '-i', 'testsrc=size=160x120:rate=25:duration=5', '-c:v', 'libx264', '-pix_fmt', 'yuv420p'], 'g.mp4');
   const wav = await ffmpegMake(['-f', 'lavfi', '-i', 'sine=frequency=300:duration=1.5', '-ac', '1', '-ar', '24000'], 's.wav');
   const contracts = new ProviderContracts();
+  const models: FakeModelStates = {
+    openai: { 'gpt-image-1.5': null, 'gpt-image-1': '2026-10-23', 'gpt-4o-mini-tts': null },
+    replicate: ['black-forest-labs/flux-schnell', 'kwaivgi/kling-v1.6-standard'],
+    fal: { 'fal-ai/flux/schnell': 'active', 'fal-ai/kling-video/v1/standard/text-to-video': 'active' },
+  };
   const jobs = new Map<string, Job>();
   const requests: RecordedRequest[] = [];
   const violations: string[] = [];
@@ -212,8 +231,9 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
-      const path = (req.url ?? '').split('?')[0]!;
+      const [path, query] = (req.url ?? '').split('?') as [string, string | undefined];
       requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body });
+      if (req.method === 'GET' && modelRoute(req, res, path, new URLSearchParams(query ?? ''))) return;
       const exchange = exchangeOf(req.method ?? '', path);
       if (exchange) {
         exchanges.set(res, exchange);
@@ -228,6 +248,39 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       route(req, res, path, body);
     });
   });
+
+  /** The model endpoints (shapes: openai-node's Model, Replicate's model object, fal's platform API model search). */
+  function modelRoute(req: http.IncomingMessage, res: http.ServerResponse, path: string, query: URLSearchParams): boolean {
+    let m: RegExpExecArray | null;
+    if ((m = /^\/openai\/v1\/models\/([^/]+)$/.exec(path))) {
+      if (req.headers.authorization !== 'Bearer test-openai')
+        return (send(res, 401, { error: { message: 'Incorrect API key', type: 'invalid_request_error' } }), true);
+      const id = decodeURIComponent(m[1]!);
+      if (!(id in models.openai)) {
+        const error = { message: `The model '${id}' does not exist`, type: 'invalid_request_error', param: 'model', code: 'model_not_found' };
+        return (send(res, 404, { error }), true);
+      }
+      return (send(res, 200, { id, object: 'model', created: 1_700_000_000, owned_by: 'openai', shutdown_date: models.openai[id] }), true);
+    }
+    if ((m = /^\/replicate\/v1\/models\/([^/]+)\/([^/]+)$/.exec(path))) {
+      if (req.headers.authorization !== 'Bearer test-replicate') return (send(res, 401, { detail: 'Unauthenticated' }), true);
+      const [owner, name] = [decodeURIComponent(m[1]!), decodeURIComponent(m[2]!)];
+      if (!models.replicate.includes(`${owner}/${name}`)) return (send(res, 404, { detail: 'Not found.' }), true);
+      const model = { url: `https://replicate.com/${owner}/${name}`, owner, name, description: null, visibility: 'public', run_count: 1 };
+      return (
+        send(res, 200, { ...model, github_url: null, paper_url: null, license_url: null, cover_image_url: null, default_example: null, latest_version: null }),
+        true
+      );
+    }
+    if (path === '/falapi/v1/models') {
+      if (req.headers.authorization !== 'Key test-fal') return (send(res, 401, { detail: 'Unauthorized' }), true);
+      const id = query.get('endpoint_id') ?? '';
+      const status = models.fal[id];
+      const found = status ? [{ endpoint_id: id, metadata: { display_name: id, category: 'text-to-image', status } }] : [];
+      return (send(res, 200, { models: found, next_cursor: null, has_more: false }), true);
+    }
+    return false;
+  }
 
   function route(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: Record<string, unknown> | undefined): void {
     let m: RegExpExecArray | null;
@@ -329,17 +382,8 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       const data = tag(job.prompt, 'badfile')
         ? [{ b64_json: Buffer.from('nope').toString('base64') }]
         : Array.from({ length: n }, () => ({ b64_json: png.toString('base64') }));
-      // gpt-image-1 at medium quality, 1024x1024: 1,056 image tokens an image
-      const usage = { input_tokens: 12, input_tokens_details: { text_tokens: 12, image_tokens: 0 }, output_tokens: 1_056 * n, total_tokens: 12 + 1_056 * n };
-      return send(res, 200, {
-        created: Math.floor(Date.now() / 1000),
-        data: tag(job.prompt, 'malformed') ? 'not a list' : data,
-        background: 'opaque',
-        output_format: body?.output_format ?? 'png',
-        size: body?.size,
-        quality: 'medium',
-        usage,
-      });
+      const answer = imagesResponse(body ?? {}, data);
+      return send(res, 200, { ...answer, created: Math.floor(Date.now() / 1000), data: tag(job.prompt, 'malformed') ? 'not a list' : data, background: 'opaque' });
     }
     if (req.method === 'POST' && path === '/openai/v1/audio/speech') {
       const job = create('openai', res, req, String(body?.input), 1, 'image', String(body?.model), body ?? {});
@@ -364,10 +408,12 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       OPENAI_API_KEY: 'test-openai',
       REPLICATE_BASE_URL: `${base}/replicate/v1`,
       FAL_QUEUE_URL: `${base}/fal`,
+      FAL_API_URL: `${base}/falapi/v1`,
       OPENAI_BASE_URL: `${base}/openai/v1`,
     },
     requests,
     violations,
+    models,
     creates: (provider) => requests.filter((r) => r.method === 'POST' && r.path.startsWith(`/${provider}/`)),
     stop: async () => {
       await new Promise<void>((r) => {
@@ -380,3 +426,44 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     },
   };
 }
+
+/**
+ * Image output tokens per image, as OpenAI bills them (gpt-image-1.5: its per-image prices /
+ * $32 per 1M tokens). Written out here, not imported from the catalog, so the fake is not
+ * the code it checks.
+ */
+const OPENAI_IMAGE_TOKENS: Record<string, Record<string, number>> = {
+  low: { '1024x1024': 272, '1024x1536': 408, '1536x1024': 400 },
+  medium: { '1024x1024': 1_056, '1024x1536': 1_584, '1536x1024': 1_568 },
+  high: { '1024x1024': 4_160, '1024x1536': 6_240, '1536x1024': 6_208 },
+};
+
+/**
+ * OpenAI's ImagesResponse for a generation (openai-node src/resources/images.ts): the quality
+ * and size used, and `usage` in tokens. The output tokens are OpenAI's per image for the
+ * quality and size; without a quality OpenAI picks one (auto), here the dearest, high.
+ */
+function imagesResponse(body: Record<string, unknown>, data: { b64_json: string }[]): Record<string, unknown> {
+  const prompt = String(body.prompt);
+  const quality = ['low', 'medium', 'high'].includes(String(body.quality)) ? String(body.quality) : 'high';
+  const size = typeof body.size === 'string' ? body.size : '1024x1024';
+  const forced = /\[usage:(\d+)\]/.exec(prompt)?.[1];
+  const output = forced !== undefined ? Number(forced) : (OPENAI_IMAGE_TOKENS[quality]![size] ?? 4_160) * data.length;
+  // about four bytes of English to a token, and a few tokens of framing
+  const input = Math.ceil(Buffer.byteLength(prompt, 'utf8') / 4) + 7;
+  return {
+    created: 1,
+    data,
+    output_format: body.output_format ?? 'png',
+    quality,
+    size,
+    usage: {
+      input_tokens: input,
+      input_tokens_details: { image_tokens: 0, text_tokens: input },
+      output_tokens: output,
+      output_tokens_details: { image_tokens: output, text_tokens: 0 },
+      total_tokens: input + output,
+    },
+  };
+}
+

@@ -48,7 +48,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
   started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config), retirements: config.modelRetirements });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-gateway' });
   started.add('amqp', () => amqp.stop());

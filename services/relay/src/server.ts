@@ -36,7 +36,7 @@ async function buildRelay(config: Config, logger: Logger, started: StartedParts)
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
   started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config), retirements: config.modelRetirements });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: 'tes-relay' });
   started.add('amqp', () => amqp.stop());

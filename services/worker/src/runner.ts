@@ -1,4 +1,4 @@
-import type { ToolArgs, ToolName, ToolStep } from '@tes/catalog';
+import type { ProviderUsage, ToolArgs, ToolName, ToolStep } from '@tes/catalog';
 import type { StepRecord } from '@tes/db';
 import type { Logger } from '@tes/observability';
 import type { SharpSandbox } from './media/sharp-sandbox';
@@ -17,6 +17,11 @@ export interface StepResult {
    * step). The engine prices them with the catalog under the execution's price version.
    */
   units: number;
+  /**
+   * What the provider reported it billed for the step (OpenAI images' token `usage`), when it
+   * reports it: the catalog prices the step from it instead of from the units alone.
+   */
+  usage?: ProviderUsage;
   /** Small JSON a later attempt or step may need (never file bytes). */
   checkpoint?: Record<string, unknown>;
   files?: ProducedFile[];

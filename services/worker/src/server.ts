@@ -35,7 +35,7 @@ async function buildWorker(config: Config, logger: Logger, options: { drainMs?: 
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
   started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config), retirements: config.modelRetirements });
   const workerId = newWorkerId();
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   await reportCapabilities(db, workerId, probeCapabilities(catalog, config.workerQueues));

@@ -17,7 +17,7 @@ export function getToolRoute({ catalog, settings }: GatewayDeps): KeyRoute {
     handle: async ({ req, res }) => {
       const name = req.params.tool as string;
       const s = await settings.get();
-      const entry = catalog.describeOne(name, s.prices, s.unavailable);
+      const entry = catalog.describeOne(name, s.prices, s.unavailable, s.today);
       if (!entry) throw new AppError('tool_not_found', 'tool_not_found', { details: { tool: name } });
       res.json({ data: entry });
     },

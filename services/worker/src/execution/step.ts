@@ -45,8 +45,8 @@ export class StepTimedOut extends StepError {
   }
 }
 
-/** A step's result as recorded: the runner's units priced into the step's cost. */
-export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
+/** A step's result as recorded: the runner's units (and its provider's usage) priced into the step's cost. */
+export type PricedResult = Omit<StepResult, 'units' | 'usage'> & { costMicros: number };
 
 /**
  * Runs one step under its deadline (losing the lease or a shutdown aborts it, with that as the
@@ -145,7 +145,7 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
  * cap: the execution is charged the sum of its steps' costs.
  */
 function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResult): PricedResult {
-  const { units, ...rest } = result;
+  const { units, usage, ...rest } = result;
   if (!Number.isSafeInteger(units) || units < 0) throw new Error(`step ${name} reported an invalid number of units`);
   if (!run.step.billed) {
     if (units !== 0) throw new Error(`step ${name} is free but reported ${units} units`);
@@ -153,12 +153,13 @@ function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResu
     return { ...rest, costMicros: 0 };
   }
   const e = run.execution;
-  const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments);
+  // priced from the provider's own report where it made one, so the charge follows its bill
+  const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments, usage);
   const costMicros = Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous)));
   if (costMicros < cost) {
     // the customer is never charged past the reservation; the difference is revenue the quote missed
     deps.metrics.cappedMicros.inc({ tool: e.tool }, cost - costMicros);
-    deps.logger.warn('worker.step.cost_capped', { executionId: e.id, tool: e.tool, step: name, units, costMicros: cost, chargedMicros: costMicros });
+    deps.logger.warn('worker.step.cost_capped', { executionId: e.id, tool: e.tool, step: name, units, usage, costMicros: cost, chargedMicros: costMicros });
   }
   annotate({ 'tes.step.units': units, 'tes.step.cost_micros': costMicros });
   return { ...rest, costMicros };

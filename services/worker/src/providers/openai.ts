@@ -1,21 +1,26 @@
+import { usableUsage, type ProviderUsage } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import type { ProviderContext, ProviderOutput } from './common';
 import { createJob, requireCredential, timed } from './common';
 import { HttpStatusError } from '@tes/outbound';
 
 /**
- * OpenAI Images API (POST /images/generations): synchronous; with gpt-image-1 every image
- * comes back inline as b64_json. One request, so no waiting state; an unanswered request is
- * an unknown outcome (createJob classifies it).
+ * OpenAI Images API (POST /images/generations): synchronous; with the GPT image models every
+ * image comes back inline as b64_json, with the request's token `usage` (ImagesResponse in
+ * openai-node src/resources/images.ts), which the step is charged from. The quality is
+ * always sent: without it OpenAI picks `auto`, which may be high, at 4 times medium's price.
+ * One request, so no waiting state; an unanswered request is an unknown outcome (createJob
+ * classifies it).
  */
 interface ImagesResponse {
   data?: { b64_json?: string }[];
+  usage?: { input_tokens?: unknown; output_tokens?: unknown };
 }
 
 export async function openaiGenerateImages(
   ctx: ProviderContext,
-  body: { model: string; prompt: string; n: number; size: string; output_format: 'png' | 'jpeg' },
-): Promise<ProviderOutput[]> {
+  body: { model: string; prompt: string; n: number; size: string; quality: 'low' | 'medium' | 'high'; output_format: 'png' | 'jpeg' },
+): Promise<{ outputs: ProviderOutput[]; usage?: ProviderUsage }> {
   const key = requireCredential(ctx.credentials.openai, 'OPENAI_API_KEY');
   const res = await createJob(
     () =>
@@ -31,7 +36,9 @@ export async function openaiGenerateImages(
   );
   const images = (res.data ?? []).map((d) => d.b64_json).filter((b): b is string => typeof b === 'string' && b.length > 0);
   if (images.length === 0) throw new StepError('provider_error', 'OpenAI answered without images');
-  return images.map((b) => ({ bytes: Buffer.from(b, 'base64') }));
+  // a usage we cannot price is left out: the step is then charged the quoted tokens per image
+  const usage = usableUsage({ inputTokens: res.usage?.input_tokens as number, outputTokens: res.usage?.output_tokens as number });
+  return { outputs: images.map((b) => ({ bytes: Buffer.from(b, 'base64') })), ...(usage ? { usage } : {}) };
 }
 
 /**

@@ -3,6 +3,7 @@ import { crashPoint } from '@tes/lifecycle';
 import { fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
 import { backoffDelayMs } from '@tes/outbound';
 import { OutcomeUnknown } from '../outcome-unknown';
+import type { ProviderUsage } from '@tes/catalog';
 import type { StepContext, StepWait } from '../runner';
 
 /** How a hosted model is driven: a queued job (create, then poll) or one synchronous call. */
@@ -14,7 +15,19 @@ export type HostedModel<Args> =
       /** Stops the job at its deadline: 'cancelled' (taken), 'finished' (it had ended: poll again). */
       cancel(p: ProviderContext, ref: string, args: Args): Promise<'cancelled' | 'finished'>;
     }
-  | { kind: 'call'; call(p: ProviderContext, args: Args): Promise<ProviderOutput[]> };
+  | { kind: 'call'; call(p: ProviderContext, args: Args): Promise<CallResult> };
+
+/** A synchronous model's answer: its output files, and what it reported it billed, if it did. */
+export interface CallResult {
+  outputs: ProviderOutput[];
+  usage?: ProviderUsage;
+}
+
+/** What the provider step delivered: the fetched files, and the provider's usage report. */
+interface Delivered {
+  files: FetchedOutput[];
+  usage?: ProviderUsage;
+}
 
 /** Which of the provider's output files the tool keeps, and how large one may be. */
 export interface OutputLimits {
@@ -49,12 +62,12 @@ const WAIT: StepWait = { wait: true };
  * backing off, until the job deadline; past it the execution goes to needs_review with its
  * reservation held, never to failed at zero charge.
  */
-async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args: Args, limits: OutputLimits): Promise<FetchedOutput[] | StepWait> {
+async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args: Args, limits: OutputLimits): Promise<Delivered | StepWait> {
   const p: ProviderContext = { ...ctx.providers, signal: ctx.signal };
   if (model.kind === 'call') {
-    const outputs = await model.call(p, args);
+    const { outputs, usage } = await model.call(p, args);
     try {
-      return await fetchAll(p, outputs, limits);
+      return { files: await fetchAll(p, outputs, limits), ...(usage ? { usage } : {}) };
     } catch (err) {
       // The call answered, so it ran and is billed; with no reference there is nothing to
       // wait on.
@@ -71,7 +84,8 @@ async function runHosted<Args>(ctx: StepContext, model: HostedModel<Args>, args:
     await ctx.recordExternalRef(ref, { submittedAt } satisfies JobCheckpoint);
     return WAIT;
   }
-  return recheck(ctx, p, model, ctx.externalRef, args, limits);
+  const files = await recheck(ctx, p, model, ctx.externalRef, args, limits);
+  return Array.isArray(files) ? { files } : files;
 }
 
 async function recheck<Args>(
@@ -158,9 +172,9 @@ export async function runModel<Args extends { model: string }>(
   models: Readonly<Record<string, HostedModel<Args>>>,
   args: Args,
   limits: OutputLimits,
-): Promise<{ wait: StepWait } | { files: FetchedOutput[] }> {
+): Promise<{ wait: StepWait } | Delivered> {
   const model = models[args.model];
   if (!model) throw new StepError('internal_error', `no adapter for ${args.model}`);
   const outcome = await runHosted(ctx, model, args, limits);
-  return Array.isArray(outcome) ? { files: outcome } : { wait: outcome };
+  return 'wait' in outcome ? { wait: outcome } : outcome;
 }

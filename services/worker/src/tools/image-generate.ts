@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { IMAGE_GENERATE_LIMITS, type ImageGenerateArgs as Args } from '@tes/catalog';
+import { IMAGE_GENERATE_LIMITS, OPENAI_IMAGE_MODEL, type ImageGenerateArgs as Args } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import { falCancel, falCreate, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
@@ -42,11 +42,18 @@ const MODELS: Record<string, HostedModel<Args>> = {
       ),
     cancel: (p, ref) => falCancel(p, 'fal-ai/flux/schnell', ref),
   },
-  'openai/gpt-image-1': {
-    kind: 'call',
-    call: (p, a) => openaiGenerateImages(p, { model: 'gpt-image-1', prompt: a.prompt, n: a.count, size: a.size, output_format: a.format }),
-  },
+  'openai/gpt-image-1.5': openaiImages(OPENAI_IMAGE_MODEL),
+  // retired by OpenAI: refused at quote and submit; one accepted before that fails at OpenAI, unbilled
+  'openai/gpt-image-1': openaiImages('gpt-image-1'),
 };
+
+function openaiImages(model: string): HostedModel<Args> {
+  return {
+    kind: 'call',
+    // an execution accepted before quality existed has none: OpenAI's medium, which its flat quote covered
+    call: (p, a) => openaiGenerateImages(p, { model, prompt: a.prompt, n: a.count, size: a.size, quality: a.quality ?? 'medium', output_format: a.format }),
+  };
+}
 
 /**
  * image.generate. Every returned file is decoded and re-encoded to the asked format with
@@ -75,6 +82,7 @@ export const imageGenerateRunner: RunnerOf<'image.generate'> = {
     }
     return {
       units: files.length,
+      ...(ran.usage ? { usage: ran.usage } : {}),
       files,
       facts: { images: files.length, model: a.model },
     };
