@@ -18,6 +18,15 @@ import { ffmpegMake } from './media';
  *   [file-CODE:MS]    the output files, the same         [file-drop:MS]
  * An outage's answers come from in front of the provider: fal's own answers carry
  * X-Fal-Request-Id, these do not.
+ * Behaviours of the real APIs (issue #28):
+ *   [throttle:MS:S]   creates answer 429 with Retry-After: S (seconds) for MS ms from the first
+ *                     one (Replicate's "Request was throttled ... resets in ~Ss")
+ *   [queued]          fal: the request never leaves the queue (a cancel answers OK: removed)
+ *   [ignores-cancel]  fal: a running model keeps running after CANCELLATION_REQUESTED
+ *   [finishes-after-cancel]  fal: a running model delivers its result after the cancel
+ *   [nsfw:I,J|all]    fal flux: has_nsfw_concepts flags images I, J (0-based) or all of them
+ * A fal model that honours a cancel (the default) ends COMPLETED, its result an error. Replicate
+ * cancels a prediction still running past its Cancel-After header (status canceled).
  */
 export interface RecordedRequest {
   /** When it arrived (ms since the epoch). */
@@ -26,6 +35,8 @@ export interface RecordedRequest {
   path: string;
   authorization: string | undefined;
   body: unknown;
+  /** The request's headers (names lower-case). */
+  headers: http.IncomingHttpHeaders;
 }
 
 export interface FakeProviders {
@@ -50,6 +61,10 @@ interface Job {
   cancelled?: boolean;
   /** Finished as the cancel arrived ([completes-on-cancel]): the cancel is too late. */
   completedLate?: boolean;
+  /** fal: CANCELLATION_REQUESTED was answered while the model ran (it decides what to do). */
+  cancelRequested?: boolean;
+  /** Replicate: the Cancel-After deadline (ms since the epoch) the create carried. */
+  cancelAt?: number;
 }
 
 export async function startFakeProviders(): Promise<FakeProviders> {
@@ -61,6 +76,8 @@ export async function startFakeProviders(): Promise<FakeProviders> {
   const jobs = new Map<string, Job>();
   const requests: RecordedRequest[] = [];
   const seen429 = new Set<string>();
+  /** When each [throttle:…] prompt's first create arrived. */
+  const throttledFrom = new Map<string, number>();
   let seq = 0;
   let base = '';
 
@@ -93,16 +110,38 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       res.setHeader('Retry-After', '0');
       return (send(res, 429, { detail: 'rate limited' }), null);
     }
+    const throttle = /\[throttle:(\d+):(\d+)\]/.exec(prompt);
+    if (throttle) {
+      const from = throttledFrom.get(prompt) ?? Date.now();
+      throttledFrom.set(prompt, from);
+      if (Date.now() - from < Number(throttle[1])) {
+        // Replicate's answer (replicate-javascript lib/util.js honours its Retry-After)
+        res.setHeader('Retry-After', throttle[2]!);
+        return (send(res, 429, { detail: `Request was throttled. Your rate limit resets in ~${throttle[2]}s.`, status: 429 }), null);
+      }
+    }
     const id = `job${++seq}`;
     jobs.set(id, { id, prompt, polls: 0, count: tag(prompt, 'empty') ? 0 : count, kind, outageFrom: {} });
+    const cancelAfter = /^(\d+)s$/.exec(String(req.headers['cancel-after'] ?? ''));
+    if (cancelAfter) jobs.get(id)!.cancelAt = Date.now() + Number(cancelAfter[1]) * 1000;
     return id;
   }
+
+  /** fal: the model stopped on a cancel it was sent while running: its result is an error. */
+  const stoppedByCancel = (job: Job) => job.cancelRequested === true && !tag(job.prompt, 'finishes-after-cancel') && !tag(job.prompt, 'ignores-cancel');
+  /** fal flux: whether its safety checker flags image `i` ([nsfw:0,2] or [nsfw:all]). */
+  const flagged = (job: Job, i: number) => {
+    const m = /\[nsfw:([\d,]+|all)\]/.exec(job.prompt);
+    return m ? m[1] === 'all' || m[1]!.split(',').map(Number).includes(i) : false;
+  };
 
   /** Advances a job by one poll: 'running' | 'done' | 'failed'. */
   function step(job: Job): 'running' | 'done' | 'failed' | 'cancelled' {
     job.polls++;
+    if (job.cancelAt !== undefined && Date.now() >= job.cancelAt) job.cancelled = true;
     if (job.cancelled) return 'cancelled';
     if (job.completedLate) return 'done';
+    if (job.cancelRequested) return tag(job.prompt, 'finishes-after-cancel') ? 'done' : tag(job.prompt, 'ignores-cancel') ? 'running' : 'failed';
     if (tag(job.prompt, 'fail')) return 'failed';
     if (tag(job.prompt, 'never')) return 'running';
     return job.polls > pollsNeeded(job.prompt) ? 'done' : 'running';
@@ -115,7 +154,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       const raw = Buffer.concat(chunks).toString('utf8');
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
       const path = (req.url ?? '').split('?')[0]!;
-      requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body });
+      requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body, headers: req.headers });
       route(req, res, path, body);
     });
   });
@@ -172,7 +211,13 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         job.completedLate = true;
         return send(res, 400, { status: 'ALREADY_COMPLETED' }, { 'X-Fal-Request-Id': job.id });
       }
-      job.cancelled = true;
+      // fal's documented answers (https://fal.ai/docs/inference-api/queue/cancel): a queued
+      // request is removed (OK); a running one is only signalled (CANCELLATION_REQUESTED)
+      if (tag(job.prompt, 'queued')) {
+        job.cancelled = true;
+        return send(res, 200, { status: 'OK' }, { 'X-Fal-Request-Id': job.id });
+      }
+      job.cancelRequested = true;
       return send(res, 202, { status: 'CANCELLATION_REQUESTED' }, { 'X-Fal-Request-Id': job.id });
     }
     if (path.startsWith('/fal/')) {
@@ -191,16 +236,21 @@ export async function startFakeProviders(): Promise<FakeProviders> {
           if (outage(job, 'status', req, res)) return;
           const s = step(job);
           if (s === 'failed') return send(res, 200, { status: 'COMPLETED' }, fal); // fal reports errors on the result
-          return send(res, 200, { status: s === 'done' ? 'COMPLETED' : job.polls === 1 ? 'IN_QUEUE' : 'IN_PROGRESS', queue_position: 0 }, fal);
+          const queued = job.polls === 1 || tag(job.prompt, 'queued');
+          return send(res, 200, { status: s === 'done' ? 'COMPLETED' : queued ? 'IN_QUEUE' : 'IN_PROGRESS', queue_position: 0 }, fal);
         }
         if (outage(job, 'result', req, res)) return;
         // the model's error, replayed by fal's server for a completed request
-        if (tag(job.prompt, 'fail')) return send(res, 500, { detail: 'generation failed' }, fal);
+        if (tag(job.prompt, 'fail') || stoppedByCancel(job)) return send(res, 500, { detail: 'generation failed' }, fal);
         if (job.kind === 'video') return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4' } }, fal);
         return send(
           res,
           200,
-          { images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })), seed: 1 },
+          {
+            images: Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' })),
+            seed: 1,
+            has_nsfw_concepts: Array.from({ length: job.count }, (_, i) => flagged(job, i)),
+          },
           fal,
         );
       }
