@@ -143,7 +143,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
     if (job.completedLate) return 'done';
     if (job.cancelRequested) return tag(job.prompt, 'finishes-after-cancel') ? 'done' : tag(job.prompt, 'ignores-cancel') ? 'running' : 'failed';
     if (tag(job.prompt, 'fail')) return 'failed';
-    if (tag(job.prompt, 'never')) return 'running';
+    if (tag(job.prompt, 'never') || tag(job.prompt, 'queued')) return 'running';
     return job.polls > pollsNeeded(job.prompt) ? 'done' : 'running';
   }
 

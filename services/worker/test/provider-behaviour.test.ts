@@ -135,14 +135,14 @@ describe('fal flux: has_nsfw_concepts', () => {
 });
 
 describe('Replicate: outputs are deleted an hour after, so the job deadline stays below it', () => {
-  it('sends Cancel-After with the job deadline, capped below an hour', async () => {
+  it('sends Cancel-After: the job deadline (capped at 50 min) and a minute, Replicate’s backstop to our own cancel', async () => {
     await replicateCreate({ ...provider(), cancelAfterMs: 8_000 } as ProviderContext, 'black-forest-labs/flux-schnell', { prompt: 'deadline sent' });
     await replicateCreate({ ...provider(), cancelAfterMs: 24 * 3_600_000 } as ProviderContext, 'black-forest-labs/flux-schnell', {
       prompt: 'deadline capped',
     });
     const sent = (prompt: string) => fake.creates('replicate').find((r) => JSON.stringify(r.body).includes(prompt))!.headers['cancel-after'];
-    expect(sent('deadline sent')).toBe('8s');
-    expect(sent('deadline capped')).toBe('3000s');
+    expect(sent('deadline sent')).toBe('68s');
+    expect(sent('deadline capped')).toBe('3060s');
   });
 
   it('a job still running 55 min after its creation is past its deadline, whatever PROVIDER_JOB_TIMEOUT_MS says', async () => {

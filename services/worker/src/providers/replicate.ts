@@ -27,15 +27,18 @@ interface Prediction {
 export const REPLICATE_MAX_JOB_MS = 50 * 60_000;
 
 /**
- * Cancel-After: Replicate cancels the prediction itself at our deadline (status `canceled` if
- * it was running, `aborted` if it never started), so a job is not left running when the
- * worker that would cancel it is gone. A duration; whole seconds with the `s` unit, as in
- * Replicate's examples ("1m", "5m"; changelog 2025-10-16 "Set deadlines for predictions";
- * replicate-python-beta passes it as a plain string, `cancel_after`, at 48e138a). At least
- * 5 s: a shorter deadline is not one a prediction can meet.
+ * Cancel-After: Replicate cancels the prediction itself (status `canceled` if it was running,
+ * `aborted` if it never started), so a job is not left running when no worker is left to
+ * cancel it. A minute past our own deadline: normally our cancel at the deadline decides (and
+ * sees a job that ended just then); Replicate's is the backstop, still well within the hour
+ * the output is kept. A duration; whole seconds with the `s` unit, as in Replicate's examples
+ * ("1m", "5m": changelog 2025-10-16 "Set deadlines for predictions", read 2026-11-26;
+ * replicate-python-beta sends `cancel_after` as the plain string header, at 48e138a).
  */
+const CANCEL_AFTER_MARGIN_MS = 60_000;
+
 function cancelAfter(ms: number): string {
-  return `${Math.max(5, Math.ceil(Math.min(ms, REPLICATE_MAX_JOB_MS) / 1000))}s`;
+  return `${Math.ceil((Math.min(ms, REPLICATE_MAX_JOB_MS) + CANCEL_AFTER_MARGIN_MS) / 1000)}s`;
 }
 
 function auth(ctx: ProviderContext, use: 'create' | 'read') {
