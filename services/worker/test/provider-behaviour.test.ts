@@ -136,8 +136,8 @@ describe('fal flux: has_nsfw_concepts', () => {
 
 describe('Replicate: outputs are deleted an hour after, so the job deadline stays below it', () => {
   it('sends Cancel-After: the job deadline (capped at 50 min) and a minute, Replicate’s backstop to our own cancel', async () => {
-    await replicateCreate({ ...provider(), cancelAfterMs: 8_000 } as ProviderContext, 'black-forest-labs/flux-schnell', { prompt: 'deadline sent' });
-    await replicateCreate({ ...provider(), cancelAfterMs: 24 * 3_600_000 } as ProviderContext, 'black-forest-labs/flux-schnell', {
+    await replicateCreate({ ...provider(), cancelAfterMs: 8_000 }, 'black-forest-labs/flux-schnell', { prompt: 'deadline sent' });
+    await replicateCreate({ ...provider(), cancelAfterMs: 24 * 3_600_000 }, 'black-forest-labs/flux-schnell', {
       prompt: 'deadline capped',
     });
     const sent = (prompt: string) => fake.creates('replicate').find((r) => JSON.stringify(r.body).includes(prompt))!.headers['cancel-after'];
@@ -166,7 +166,7 @@ describe('OpenAI', () => {
   it('each call, its in-process retries included, ends before its step’s deadline', () => {
     const tools = builtinTools({ replicate: true, fal: true, openai: true });
     const image = tools['image.generate'].plan({ model: 'openai/gpt-image-1', prompt: 'x', count: 1, size: '1024x1024', format: 'png' })[0]!;
-    const speech = tools['audio.speech'].plan({ model: OPENAI_SPEECH_MODEL, text: 'x', voice: 'alloy', format: 'wav' })[0]!;
+    const speech = tools['audio.speech'].plan({ model: OPENAI_SPEECH_MODEL, text: 'x', voice: 'alloy', format: 'wav', rate: 1, pitch: 1 })[0]!;
     expect(OPENAI_CALL_DEADLINE_MS.images + CREATE_RETRY_WINDOW_MS).toBeLessThan(image.timeoutMs!);
     expect(OPENAI_CALL_DEADLINE_MS.speech + CREATE_RETRY_WINDOW_MS).toBeLessThan(speech.timeoutMs!);
   });

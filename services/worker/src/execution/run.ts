@@ -1,6 +1,16 @@
 import { MAX_STEPS, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import { enterWaiting, finishStep, getSteps, isConnectionError, isRolledBackError, isUnsentStep, startStep, type ClaimedExecution, type StepRecord } from '@tes/db';
+import {
+  enterWaiting,
+  finishStep,
+  getSteps,
+  isConnectionError,
+  isRolledBackError,
+  isUnsentStep,
+  startStep,
+  type ClaimedExecution,
+  type StepRecord,
+} from '@tes/db';
 import { withSpan } from '@tes/tracing';
 import { hasProgram } from '../programs';
 import { OutcomeUnknown } from '../outcome-unknown';

@@ -79,7 +79,7 @@ export async function replicatePoll(ctx: ProviderContext, id: string): Promise<P
     case 'succeeded': {
       const urls = (Array.isArray(p.output) ? p.output : [p.output]).filter((u): u is string => typeof u === 'string');
       // Billed, and nothing left to deliver: not a failure at zero charge, an operator's call.
-      if (urls.length === 0 && p.data_removed === true) throw new OutcomeUnknown('Replicate had deleted the prediction\'s output before it was read');
+      if (urls.length === 0 && p.data_removed === true) throw new OutcomeUnknown("Replicate had deleted the prediction's output before it was read");
       if (urls.length === 0) return { failed: 'Replicate reported success without output files' };
       return { done: true, outputs: urls.map((url) => ({ url, provider: 'replicate' as const })) };
     }

@@ -1,14 +1,6 @@
 import { StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import {
-  CreateRefused,
-  fetchOutput,
-  ReadFailed,
-  type FetchedOutput,
-  type PollResult,
-  type ProviderContext,
-  type ProviderOutput,
-} from '../providers/common';
+import { CreateRefused, fetchOutput, ReadFailed, type FetchedOutput, type PollResult, type ProviderContext, type ProviderOutput } from '../providers/common';
 import { backoffDelayMs } from '@tes/outbound';
 import { OutcomeUnknown } from '../outcome-unknown';
 import type { StepContext, StepWait } from '../runner';
