@@ -138,3 +138,14 @@ describe('Replicate: 429 "resets in ~Ns"', () => {
     expect(sentWith(prompt).filter((r) => r.method === 'POST')).toHaveLength(1);
   });
 });
+
+describe('OpenAI speech: 429', () => {
+  it('is waited out through the delay queue as well: one accepted request, charged', async () => {
+    const p = await stack.seed({ creditMicros: 100_000 });
+    const text = 'a busy voice [throttle:5000:2]';
+    const id = await submit(p.secret, 'audio.speech', { model: 'openai/gpt-4o-mini-tts', text, voice: 'coral', format: 'wav' });
+    expect(await wait(id, p.secret)).toMatchObject({ status: 'succeeded', chargedMicros: 20_000 });
+    expect(stack.logs.records.some((r) => r.message === 'worker.provider.create_refused' && r.executionId === id)).toBe(true);
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 80_000, reserved: 0 });
+  });
+});
