@@ -32,6 +32,16 @@ import { ffmpegMake } from './media';
  * The model endpoints `admin models check` reads answer from `models` (a test may change it):
  * OpenAI GET /models/{id} (its Model object: shutdown_date), Replicate GET
  * /models/{owner}/{name}, fal's platform API GET /models?endpoint_id= (metadata.status).
+ *
+ * Behaviours of the real APIs (issue #28):
+ *   [throttle:MS:S]   creates answer 429 with Retry-After: S (seconds) for MS ms from the first
+ *                     one (Replicate's "Request was throttled ... resets in ~Ss")
+ *   [queued]          fal: the request never leaves the queue (a cancel answers OK: removed)
+ *   [ignores-cancel]  fal: a running model keeps running after CANCELLATION_REQUESTED
+ *   [finishes-after-cancel]  fal: a running model delivers its result after the cancel
+ *   [nsfw:I,J|all]    fal flux: has_nsfw_concepts flags images I, J (0-based) or all of them
+ * A fal model that honours a cancel (the default) ends COMPLETED, its result an error. Replicate
+ * cancels a prediction still running past its Cancel-After header (status canceled).
  */
 export interface FakeModelStates {
   /** OpenAI model id -> its shutdown_date (null: none announced); absent: 404. */
@@ -48,6 +58,8 @@ export interface RecordedRequest {
   path: string;
   authorization: string | undefined;
   body: unknown;
+  /** The request's headers (names lower-case). */
+  headers: http.IncomingHttpHeaders;
 }
 
 export interface FakeProviders {
@@ -80,6 +92,10 @@ interface Job {
   cancelled?: boolean;
   /** Finished as the cancel arrived ([completes-on-cancel]): the cancel is too late. */
   completedLate?: boolean;
+  /** fal: CANCELLATION_REQUESTED was answered while the model ran (it decides what to do). */
+  cancelRequested?: boolean;
+  /** Replicate: the Cancel-After deadline (ms since the epoch) the create carried. */
+  cancelAt?: number;
 }
 
 /** The provider and the path after its base URL, for a request to the fake. */
@@ -106,6 +122,8 @@ export async function startFakeProviders(): Promise<FakeProviders> {
   /** The provider operation each answer belongs to, for checking it as it is sent. */
   const exchanges = new WeakMap<http.ServerResponse, ProviderExchange>();
   const seen429 = new Set<string>();
+  /** When each [throttle:…] prompt's first create arrived. */
+  const throttledFrom = new Map<string, number>();
   let seq = 0;
   let base = '';
 
@@ -171,6 +189,16 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       const e = providerError(provider, 429, provider === 'replicate' ? 'Request was throttled. Your rate limit resets in ~1s.' : undefined);
       return (sendError(res, { ...e, headers: { ...e.headers, 'Retry-After': '0' } }), null);
     }
+    const throttle = /\[throttle:(\d+):(\d+)\]/.exec(prompt);
+    if (throttle) {
+      const from = throttledFrom.get(prompt) ?? Date.now();
+      throttledFrom.set(prompt, from);
+      if (Date.now() - from < Number(throttle[1])) {
+        // Replicate's answer (replicate-javascript lib/util.js honours its Retry-After)
+        const e = providerError(provider, 429, provider === 'replicate' ? `Request was throttled. Your rate limit resets in ~${throttle[2]}s.` : undefined);
+        return (sendError(res, { ...e, headers: { ...e.headers, 'Retry-After': throttle[2]! } }), null);
+      }
+    }
     const id = `job${++seq}`;
     const job: Job = {
       id,
@@ -184,16 +212,28 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       outageFrom: {},
     };
     jobs.set(id, job);
+    const cancelAfter = /^(\d+)s$/.exec(String(req.headers['cancel-after'] ?? ''));
+    if (cancelAfter) job.cancelAt = Date.now() + Number(cancelAfter[1]) * 1000;
     return job;
   }
+
+  /** fal: the model stopped on a cancel it was sent while running: its result is an error. */
+  const stoppedByCancel = (job: Job) => job.cancelRequested === true && !tag(job.prompt, 'finishes-after-cancel') && !tag(job.prompt, 'ignores-cancel');
+  /** fal flux: whether its safety checker flags image `i` ([nsfw:0,2] or [nsfw:all]). */
+  const flagged = (job: Job, i: number) => {
+    const m = /\[nsfw:([\d,]+|all)\]/.exec(job.prompt);
+    return m ? m[1] === 'all' || m[1]!.split(',').map(Number).includes(i) : false;
+  };
 
   /** Advances a job by one poll: 'running' | 'done' | 'failed'. */
   function step(job: Job): 'running' | 'done' | 'failed' | 'cancelled' {
     job.polls++;
+    if (job.cancelAt !== undefined && Date.now() >= job.cancelAt) job.cancelled = true;
     if (job.cancelled) return 'cancelled';
     if (job.completedLate) return 'done';
+    if (job.cancelRequested) return tag(job.prompt, 'finishes-after-cancel') ? 'done' : tag(job.prompt, 'ignores-cancel') ? 'running' : 'failed';
     if (tag(job.prompt, 'fail')) return 'failed';
-    if (tag(job.prompt, 'never')) return 'running';
+    if (tag(job.prompt, 'never') || tag(job.prompt, 'queued')) return 'running';
     return job.polls > pollsNeeded(job.prompt) ? 'done' : 'running';
   }
 
@@ -232,7 +272,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
       const raw = Buffer.concat(chunks).toString('utf8');
       const body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
       const [path, query] = (req.url ?? '').split('?') as [string, string | undefined];
-      requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body });
+      requests.push({ at: Date.now(), method: req.method ?? '', path, authorization: req.headers.authorization, body, headers: req.headers });
       if (req.method === 'GET' && modelRoute(req, res, path, new URLSearchParams(query ?? ''))) return;
       const exchange = exchangeOf(req.method ?? '', path);
       if (exchange) {
@@ -334,7 +374,13 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         job.completedLate = true;
         return send(res, 400, { status: 'ALREADY_COMPLETED' }, { 'X-Fal-Request-Id': job.id });
       }
-      job.cancelled = true;
+      // fal's documented answers (https://fal.ai/docs/inference-api/queue/cancel): a queued
+      // request is removed (OK); a running one is only signalled (CANCELLATION_REQUESTED)
+      if (tag(job.prompt, 'queued')) {
+        job.cancelled = true;
+        return send(res, 200, { status: 'OK' }, { 'X-Fal-Request-Id': job.id });
+      }
+      job.cancelRequested = true;
       return send(res, 202, { status: 'CANCELLATION_REQUESTED' }, { 'X-Fal-Request-Id': job.id });
     }
     if (path.startsWith('/fal/')) {
@@ -356,13 +402,13 @@ export async function startFakeProviders(): Promise<FakeProviders> {
           if (outage(job, 'status', req, res)) return;
           const s = step(job);
           // 202 while queued or running, 200 once completed; fal reports a failure on the result
-          if (s === 'running' && job.polls === 1) return send(res, 202, { status: 'IN_QUEUE', ...falUrls(job), queue_position: 0 }, fal);
+          if (s === 'running' && (job.polls === 1 || tag(job.prompt, 'queued'))) return send(res, 202, { status: 'IN_QUEUE', ...falUrls(job), queue_position: 0 }, fal);
           if (s === 'running') return send(res, 202, { status: 'IN_PROGRESS', ...falUrls(job), logs: null }, fal);
           return send(res, 200, { status: 'COMPLETED', ...falUrls(job), logs: null, metrics: { inference_time: 1.2 } }, fal);
         }
         if (outage(job, 'result', req, res)) return;
         // the model's failure, replayed by fal for a completed request: a request error
-        if (tag(job.prompt, 'fail')) {
+        if (tag(job.prompt, 'fail') || stoppedByCancel(job)) {
           const e = providerError('fal', 500, 'the model failed: CUDA out of memory', { errorType: 'runner_server_error' });
           return sendError(res, { ...e, headers: { ...e.headers, ...fal } });
         }
@@ -370,7 +416,7 @@ export async function startFakeProviders(): Promise<FakeProviders> {
           return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4', file_name: 'video.mp4', file_size: mp4.length } }, fal);
         }
         const images = Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' }));
-        return send(res, 200, { images, timings: { inference: 0.4 }, seed: 1, has_nsfw_concepts: images.map(() => false), prompt: job.prompt }, fal);
+        return send(res, 200, { images, timings: { inference: 0.4 }, seed: 1, has_nsfw_concepts: images.map((_, i) => flagged(job, i)), prompt: job.prompt }, fal);
       }
     }
     // OpenAI

@@ -63,6 +63,12 @@ export interface StepContext {
    */
   recordExternalRef(ref: string, checkpoint?: Record<string, unknown>): Promise<void>;
   /**
+   * Durably records that the provider took nothing (it refused the request) and the step waits
+   * to send it again on a re-check, with a checkpoint for that run. `null` clears the record:
+   * call it before sending again, so a crash after the send is never followed by a second one.
+   */
+  recordUnsent(checkpoint: Record<string, unknown> | null): Promise<void>;
+  /**
    * The database's clock (tes_now()), in ms since the epoch. A time a checkpoint keeps for a
    * later re-check, maybe on another worker (a job's deadline, the next read), is read from it
    * and compared with it, never with this process's clock.

@@ -2,7 +2,15 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DEFAULT_STEP_TIMEOUT_MS, type PriceList, type StepPlan, type ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { databaseTime, getExecutionInputFile, recordExternalRef, type ClaimedExecution, type ExecutionRecord, type StepRecord } from '@tes/db';
+import {
+  databaseTime,
+  getExecutionInputFile,
+  recordExternalRef,
+  recordStepUnsent,
+  type ClaimedExecution,
+  type ExecutionRecord,
+  type StepRecord,
+} from '@tes/db';
 import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
@@ -114,6 +122,10 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
           );
           if (!recorded) throw new LeaseLost();
           providerRef = ref;
+        },
+        recordUnsent: async (checkpoint) => {
+          const recorded = await onOurSide(() => recordStepUnsent(db, { executionId: e.id, index, owner: e.lease, checkpoint }));
+          if (!recorded) throw new LeaseLost();
         },
         databaseNow: async () => (await onOurSide(() => databaseTime(db))).getTime(),
         get workDir() {

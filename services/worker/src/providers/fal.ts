@@ -53,7 +53,7 @@ export async function falPoll(
   ctx: ProviderContext,
   modelId: string,
   requestId: string,
-  outputsOf: (result: Record<string, unknown>) => string[],
+  outputsOf: (result: Record<string, unknown>) => string[] | { failed: string },
 ): Promise<PollResult> {
   const base = `${ctx.baseUrls.fal}/${appOf(modelId)}/requests/${encodeURIComponent(requestId)}`;
   const s = await read(
@@ -76,16 +76,27 @@ export async function falPoll(
   );
   if ('failed' in result) return result;
   const urls = outputsOf(result.output ?? {});
+  if ('failed' in urls) return urls;
   if (urls.length === 0) return { failed: 'fal completed without output files' };
   return { done: true, outputs: urls.map((url) => ({ url, provider: 'fal' as const })) };
 }
 
 /**
- * Cancels a queued request past its deadline: PUT {queue}/{app}/requests/{id}/cancel answers
- * 202 CANCELLATION_REQUESTED, or 400 ALREADY_COMPLETED when it had ended (the next poll tells
- * how). Anything else is no answer (ReadFailed after the read's retries).
+ * What a cancel got: 'cancelled' (the request was taken off the queue: it never ran, nothing
+ * is billed), 'requested' (it was running: the model was only signalled and may still deliver,
+ * and be billed; poll on), 'finished' (it had ended: the next poll tells how).
  */
-export async function falCancel(ctx: ProviderContext, modelId: string, requestId: string): Promise<'cancelled' | 'finished'> {
+export type CancelAnswer = 'cancelled' | 'requested' | 'finished';
+
+/**
+ * Cancels a request past its deadline: PUT {queue}/{app}/requests/{id}/cancel. fal documents
+ * four answers (https://fal.ai/docs/inference-api/queue/cancel, read 2026-11-26; fal-js
+ * libs/client/src/queue.ts `cancel` at 381105e only awaits the call): OK (removed from the
+ * queue), CANCELLATION_REQUESTED (202: running, "a cancelled request continues consuming GPU
+ * time" unless the model stops), ALREADY_COMPLETED (400) and NOT_FOUND. NOT_FOUND, like any
+ * other answer, says nothing we can act on: no answer (ReadFailed after the read's retries).
+ */
+export async function falCancel(ctx: ProviderContext, modelId: string, requestId: string): Promise<CancelAnswer> {
   const url = `${ctx.baseUrls.fal}/${appOf(modelId)}/requests/${encodeURIComponent(requestId)}/cancel`;
   return read(
     () =>
@@ -99,12 +110,27 @@ export async function falCancel(ctx: ProviderContext, modelId: string, requestId
             return undefined;
           }
         })();
-        if (res.status >= 200 && res.status < 300 && status === 'CANCELLATION_REQUESTED') return 'cancelled' as const;
-        if (res.status === 400 && status === 'ALREADY_COMPLETED') return 'finished' as const;
+        const ok = res.status >= 200 && res.status < 300;
+        if (ok && status === 'OK') return 'cancelled' as const;
+        if (ok && status === 'CANCELLATION_REQUESTED') return 'requested' as const;
+        if ((ok || res.status === 400) && status === 'ALREADY_COMPLETED') return 'finished' as const;
         throw new HttpStatusError(res.status, text, retryAfterMs(res.headers));
       }),
     ctx.signal,
   );
+}
+
+/**
+ * fal flux's images, less those its safety checker flagged: the result's `has_nsfw_concepts`
+ * holds one flag per image (fal-ai/flux/schnell's output schema), and a flagged image is
+ * delivered (black) all the same. None left is a refusal of the content: failed, unbilled.
+ */
+export function falImagesOf(result: Record<string, unknown>): string[] | { failed: string } {
+  const images = Array.isArray(result.images) ? (result.images as unknown[]) : [];
+  const flags = Array.isArray(result.has_nsfw_concepts) ? (result.has_nsfw_concepts as unknown[]) : [];
+  const kept = images.filter((_, i) => flags[i] !== true);
+  if (images.length > 0 && kept.length === 0) return { failed: `fal's safety checker flagged every image (${images.length})` };
+  return kept.map((i) => (i as { url?: unknown } | null)?.url).filter((u): u is string => typeof u === 'string');
 }
 
 /**

@@ -2,7 +2,16 @@ import { usableUsage, type ProviderUsage } from '@tes/catalog';
 import { StepError } from '@tes/core';
 import type { ProviderContext, ProviderOutput } from './common';
 import { createJob, requireCredential, timed } from './common';
-import { HttpStatusError } from '@tes/outbound';
+import { HttpStatusError, retryAfterMs } from '@tes/outbound';
+
+/**
+ * How long one OpenAI call may take, whole (connect, send, the answer's headers and body).
+ * With a create's in-process retries (CREATE_RETRY_WINDOW_MS) it ends before its step's
+ * deadline (the catalog's plan: image.generate 600 s, audio.speech 180 s), so a call still
+ * unanswered is an unknown outcome (needs_review, the reservation held), never a step_timeout
+ * at zero charge on a request OpenAI may have run and billed.
+ */
+export const OPENAI_CALL_DEADLINE_MS = { images: 300_000, speech: 150_000 } as const;
 
 /**
  * OpenAI Images API (POST /images/generations): synchronous; with the GPT image models every
@@ -29,7 +38,8 @@ export async function openaiGenerateImages(
           json: body,
           headers: { Authorization: `Bearer ${key}` },
           signal: ctx.signal,
-          timeoutMs: 300_000,
+          timeoutMs: OPENAI_CALL_DEADLINE_MS.images,
+          deadlineMs: OPENAI_CALL_DEADLINE_MS.images,
         }),
       ),
     ctx.signal,
@@ -58,10 +68,11 @@ export async function openaiSpeech(
           body: JSON.stringify(body),
           headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
           signal: ctx.signal,
-          timeoutMs: 180_000,
+          timeoutMs: OPENAI_CALL_DEADLINE_MS.speech,
+          deadlineMs: OPENAI_CALL_DEADLINE_MS.speech,
           maxBytes,
         });
-        if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 300), undefined);
+        if (res.status < 200 || res.status >= 300) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 300), retryAfterMs(res.headers));
         return res.body;
       }),
     ctx.signal,

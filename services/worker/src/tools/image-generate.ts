@@ -1,9 +1,9 @@
 import sharp from 'sharp';
 import { IMAGE_GENERATE_LIMITS, OPENAI_IMAGE_MODEL, type ImageGenerateArgs as Args } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { falCancel, falCreate, falPoll } from '../providers/fal';
+import { falCancel, falCreate, falImagesOf, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
-import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
+import { REPLICATE_MAX_JOB_MS, replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
 import type { RunnerOf } from '../runner';
 import { runModel, type HostedModel } from './generate';
 
@@ -22,6 +22,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
       }),
     poll: (p, ref) => replicatePoll(p, ref),
     cancel: (p, ref) => replicateCancel(p, ref),
+    maxJobMs: REPLICATE_MAX_JOB_MS,
   },
   'fal/flux-schnell': {
     kind: 'job',
@@ -36,10 +37,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
         ...(a.seed !== undefined ? { seed: a.seed } : {}),
       });
     },
-    poll: (p, ref) =>
-      falPoll(p, 'fal-ai/flux/schnell', ref, (r) =>
-        (Array.isArray(r.images) ? r.images : []).map((i) => (i as { url?: unknown }).url).filter((u): u is string => typeof u === 'string'),
-      ),
+    poll: (p, ref) => falPoll(p, 'fal-ai/flux/schnell', ref, falImagesOf),
     cancel: (p, ref) => falCancel(p, 'fal-ai/flux/schnell', ref),
   },
   'openai/gpt-image-1.5': openaiImages(OPENAI_IMAGE_MODEL),
