@@ -402,7 +402,8 @@ export async function startFakeProviders(): Promise<FakeProviders> {
           if (outage(job, 'status', req, res)) return;
           const s = step(job);
           // 202 while queued or running, 200 once completed; fal reports a failure on the result
-          if (s === 'running' && (job.polls === 1 || tag(job.prompt, 'queued'))) return send(res, 202, { status: 'IN_QUEUE', ...falUrls(job), queue_position: 0 }, fal);
+          if (s === 'running' && (job.polls === 1 || tag(job.prompt, 'queued')))
+            return send(res, 202, { status: 'IN_QUEUE', ...falUrls(job), queue_position: 0 }, fal);
           if (s === 'running') return send(res, 202, { status: 'IN_PROGRESS', ...falUrls(job), logs: null }, fal);
           return send(res, 200, { status: 'COMPLETED', ...falUrls(job), logs: null, metrics: { inference_time: 1.2 } }, fal);
         }
@@ -416,7 +417,12 @@ export async function startFakeProviders(): Promise<FakeProviders> {
           return send(res, 200, { video: { url: fileUrl(job, 0), content_type: 'video/mp4', file_name: 'video.mp4', file_size: mp4.length } }, fal);
         }
         const images = Array.from({ length: job.count }, (_, i) => ({ url: fileUrl(job, i), width: 64, height: 48, content_type: 'image/png' }));
-        return send(res, 200, { images, timings: { inference: 0.4 }, seed: 1, has_nsfw_concepts: images.map((_, i) => flagged(job, i)), prompt: job.prompt }, fal);
+        return send(
+          res,
+          200,
+          { images, timings: { inference: 0.4 }, seed: 1, has_nsfw_concepts: images.map((_, i) => flagged(job, i)), prompt: job.prompt },
+          fal,
+        );
       }
     }
     // OpenAI
@@ -429,7 +435,12 @@ export async function startFakeProviders(): Promise<FakeProviders> {
         ? [{ b64_json: Buffer.from('nope').toString('base64') }]
         : Array.from({ length: n }, () => ({ b64_json: png.toString('base64') }));
       const answer = imagesResponse(body ?? {}, data);
-      return send(res, 200, { ...answer, created: Math.floor(Date.now() / 1000), data: tag(job.prompt, 'malformed') ? 'not a list' : data, background: 'opaque' });
+      return send(res, 200, {
+        ...answer,
+        created: Math.floor(Date.now() / 1000),
+        data: tag(job.prompt, 'malformed') ? 'not a list' : data,
+        background: 'opaque',
+      });
     }
     if (req.method === 'POST' && path === '/openai/v1/audio/speech') {
       const job = create('openai', res, req, String(body?.input), 1, 'image', String(body?.model), body ?? {});
@@ -512,4 +523,3 @@ function imagesResponse(body: Record<string, unknown>, data: { b64_json: string 
     },
   };
 }
-

@@ -57,7 +57,14 @@ function recheckOf(ref: string, checkpoint: Record<string, unknown>, jobTimeoutM
   return { ctx, recorded };
 }
 
-const args = (prompt: string, count = 1) => ({ model: 'fal/flux-schnell', prompt, count, size: '1024x1024' as const, format: 'png' as const });
+const args = (prompt: string, count = 1) => ({
+  model: 'fal/flux-schnell',
+  prompt,
+  count,
+  size: '1024x1024' as const,
+  format: 'png' as const,
+  quality: 'medium' as const,
+});
 
 describe('fal cancel: every documented answer (https://fal.ai/docs/inference-api/queue/cancel)', () => {
   it('OK: a request still in the queue was removed; it never ran and is not billed', async () => {
@@ -165,7 +172,14 @@ describe('OpenAI', () => {
 
   it('each call, its in-process retries included, ends before its step’s deadline', () => {
     const tools = builtinTools({ replicate: true, fal: true, openai: true });
-    const image = tools['image.generate'].plan({ model: 'openai/gpt-image-1', prompt: 'x', count: 1, size: '1024x1024', format: 'png' })[0]!;
+    const image = tools['image.generate'].plan({
+      model: 'openai/gpt-image-1.5',
+      prompt: 'x',
+      count: 1,
+      size: '1024x1024',
+      format: 'png',
+      quality: 'medium',
+    })[0]!;
     const speech = tools['audio.speech'].plan({ model: OPENAI_SPEECH_MODEL, text: 'x', voice: 'alloy', format: 'wav', rate: 1, pitch: 1 })[0]!;
     expect(OPENAI_CALL_DEADLINE_MS.images + CREATE_RETRY_WINDOW_MS).toBeLessThan(image.timeoutMs!);
     expect(OPENAI_CALL_DEADLINE_MS.speech + CREATE_RETRY_WINDOW_MS).toBeLessThan(speech.timeoutMs!);
