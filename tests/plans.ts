@@ -168,6 +168,12 @@ export interface StatementPlans {
    * when the statement fails when run again with its values (e.g. a unique key it already used).
    */
   analyzed: PlanNode | undefined;
+  /**
+   * The generic plan as it ran (rolled back): its estimates can be far off when the statistics
+   * predate the rows (a backlog queued since the last ANALYZE), so only running it shows what it
+   * reads. Undefined as `analyzed` is.
+   */
+  analyzedGeneric: PlanNode | undefined;
 }
 
 interface ExplainRows {
@@ -187,14 +193,21 @@ export async function explain(client: pg.Client, s: CapturedStatement): Promise<
   } finally {
     await client.query('ROLLBACK');
   }
-  if (s.values.length === 0) return { custom, generic: undefined, analyzed };
+  if (s.values.length === 0) return { custom, generic: undefined, analyzed, analyzedGeneric: undefined };
   await client.query('BEGIN');
   try {
     await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
     await client.query(`PREPARE tes_plan_check AS ${s.text}`);
     const args = s.values.map((v) => literal(client, v)).join(', ');
     const generic = planOf(await client.query<ExplainRows>(`EXPLAIN (FORMAT JSON) EXECUTE tes_plan_check(${args})`));
-    return { custom, generic, analyzed };
+    let analyzedGeneric: PlanNode | undefined;
+    await client.query('SAVEPOINT tes_plan_run');
+    try {
+      analyzedGeneric = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE tes_plan_check(${args})`));
+    } catch {
+      await client.query('ROLLBACK TO SAVEPOINT tes_plan_run');
+    }
+    return { custom, generic, analyzed, analyzedGeneric };
   } finally {
     // PREPARE is not transactional: the rollback keeps it, DEALLOCATE drops it
     await client.query('ROLLBACK');

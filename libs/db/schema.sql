@@ -1022,6 +1022,12 @@ CREATE INDEX usage_counters_month_idx ON public.usage_counters USING btree (mont
 CREATE INDEX webhook_deliveries_due_idx ON public.webhook_deliveries USING btree (next_attempt_at) WHERE (status = 'pending'::text);
 
 --
+-- Name: webhook_deliveries_endpoint_recent_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_endpoint_recent_idx ON public.webhook_deliveries USING btree (endpoint_id, created_at DESC, id DESC);
+
+--
 -- Name: webhook_deliveries_execution_idx; Type: INDEX; Schema: public; Owner: -
 --
 

@@ -65,6 +65,7 @@ describe('authentication', () => {
       ['get', '/tools/project', 'project:read'],
       ['get', '/tools/usage', 'usage:read'],
       ['get', '/tools', 'tools:read'],
+      ['get', '/tools/image.render', 'tools:read'],
       ['post', '/tools/quote', 'tools:read'],
       ['post', '/tools/upload', 'tools:execute'],
       ['post', '/tools/test.sleep', 'tools:execute'],

@@ -232,6 +232,7 @@ it(
           ['custom', plans.custom],
           ['generic', plans.generic],
           ['analyzed', plans.analyzed],
+          ['generic analyzed', plans.analyzedGeneric],
         ] as const) {
           if (!plan) continue;
           // TEST_PLANS_OUT=file: every statement with the scans of each of its plans, one line each (the list of issue #24)

@@ -445,7 +445,9 @@ function requests(): fc.Arbitrary<Req> {
         queryParams.length > 0
           ? fc.array(fc.oneof({ weight: 6, arbitrary: fc.oneof(...queryParams) }, { weight: 1, arbitrary: junkQuery }), { maxLength: 4 })
           : fc.oneof({ weight: 6, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(junkQuery, { minLength: 1, maxLength: 2 }) });
-      const bodySchema = (op.requestBody as { content?: Record<string, { schema?: Schema }> } | undefined)?.content?.['application/json']?.schema;
+      // the body the gateway checks: quote's and submit's envelopes (x-gateway-schema), whose tool-aware bodies requestBody() builds
+      const media = (deref(op.requestBody).content as Record<string, Schema> | undefined)?.['application/json'];
+      const bodySchema = (media?.['x-gateway-schema'] ?? media?.schema) as Schema | undefined;
       const content = bodySchema
         ? fc.option(
             requestBody(bodySchema).chain(({ tool, value }) => body(fc.constant(value)).map((t) => ({ tool, text: t }))),

@@ -53,7 +53,9 @@ describe('catalog', () => {
     expect(gen.models.map((m: { id: string; available: boolean }) => [m.id, m.available])).toEqual([
       ['replicate/flux-schnell', true],
       ['fal/flux-schnell', true],
-      ['openai/gpt-image-1', true],
+      ['openai/gpt-image-1.5', true],
+      // retired by OpenAI on 2026-10-23 (provider-prices.test.ts)
+      ['openai/gpt-image-1', false],
     ]);
   });
 });
@@ -93,10 +95,11 @@ describe('image.generate', () => {
 
   it('OpenAI: one synchronous request, images inline', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
-    const id = await submit(p.secret, 'image.generate', { model: 'openai/gpt-image-1', prompt: 'an isometric city', count: 3 });
+    const id = await submit(p.secret, 'image.generate', { model: 'openai/gpt-image-1.5', prompt: 'an isometric city', count: 3 });
     const done = await waitForExecution(stack, p.secret, id);
-    expect(done).toMatchObject({ status: 'succeeded', chargedMicros: 210_000 });
-    expect(creates('an isometric city')[0]!.body).toMatchObject({ model: 'gpt-image-1', n: 3, size: '1024x1024', output_format: 'png' });
+    // charged on the reported tokens: 3 x 1,056 medium image tokens at $40/1M, 12 prompt tokens at $6/1M
+    expect(done).toMatchObject({ status: 'succeeded', chargedMicros: 3 * 1_056 * 40 + 12 * 6 });
+    expect(creates('an isometric city')[0]!.body).toMatchObject({ model: 'gpt-image-1.5', n: 3, size: '1024x1024', quality: 'medium', output_format: 'png' });
     expect((done.output as { artifacts: unknown[] }).artifacts).toHaveLength(3);
   });
 
@@ -114,7 +117,7 @@ describe('image.generate', () => {
       const id = await submit(p.secret, 'image.generate', { model, prompt: `doomed ${model} [fail]` });
       expect(await waitForExecution(stack, p.secret, id)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
     }
-    const rejected = await submit(p.secret, 'image.generate', { model: 'openai/gpt-image-1', prompt: 'not allowed [reject]' });
+    const rejected = await submit(p.secret, 'image.generate', { model: 'openai/gpt-image-1.5', prompt: 'not allowed [reject]' });
     expect(await waitForExecution(stack, p.secret, rejected)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
     const bad = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'html instead of png [badfile]' });
     expect(await waitForExecution(stack, p.secret, bad)).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
@@ -156,14 +159,16 @@ describe('image.generate', () => {
     const p = await stack.seed({ creditMicros: 100_000 });
     for (const [model, prompt] of [
       ['replicate/flux-schnell', 'server error [500]'],
-      ['openai/gpt-image-1', 'dropped [hang]'],
+      ['openai/gpt-image-1.5', 'dropped [hang]'],
     ] as const) {
       const id = await submit(p.secret, 'image.generate', { model, prompt });
       const done = await waitForExecution(stack, p.secret, id);
       expect(done).toMatchObject({ status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0 });
       expect(creates(prompt)).toHaveLength(1);
     }
-    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 4_000 - 70_000, reserved: 74_000 });
+    // held: Replicate's one image, and OpenAI's quote (medium 1024x1024: 1,056 tokens x 40, the prompt's 14 bytes + 64 x 6)
+    const openai = 1_056 * 40 + (14 + 64) * 6;
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 4_000 - openai, reserved: 4_000 + openai });
   });
 
   it('after a crash between sending and recording the reference, the execution goes to needs_review without a resend', async () => {

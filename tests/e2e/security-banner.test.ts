@@ -18,7 +18,9 @@ it('a development stack prints the key, says it is a secret and how to revoke it
     const o = options(nodeEnv);
     const text = exampleText(o);
     expect(secretMayBePrinted(nodeEnv)).toBe(true);
+    // The variable the CLI and both SDKs read (issue #29: the banner exported TES_KEY).
     expect(text).toContain(`export TES_API_KEY=${o.key.secret}`);
+    expect(text).not.toMatch(/\bTES_KEY\b/);
     expect(text).toContain('It is a secret');
     expect(text).toContain(`npm run admin -- key revoke --key ${o.key.keyId}`);
   }
@@ -33,4 +35,6 @@ it('with NODE_ENV=production the secret appears nowhere; the key id, how to revo
   expect(text).toContain(`npm run admin -- key revoke --key ${o.key.keyId}`);
   expect(text).toContain(`npm run admin -- key create --project ${o.key.projectId}`);
   expect(text).toContain('NODE_ENV=production');
+  expect(text).toContain('export TES_API_KEY=...');
+  expect(text).not.toMatch(/\bTES_KEY\b/);
 });

@@ -142,12 +142,12 @@ describe('methods a known path does not take: 405 with Allow and the envelope', 
     const cases: [string, string, string][] = [
       ['OPTIONS', '/tools', 'GET, HEAD'],
       ['DELETE', '/tools', 'GET, HEAD'],
-      ['OPTIONS', '/tools/quote', 'POST'],
-      ['GET', '/tools/quote', 'POST'],
+      ['OPTIONS', '/tools/quote', 'GET, HEAD, POST'], // GET reaches GET /tools/{tool}
+      ['PUT', '/tools/quote', 'GET, HEAD, POST'],
       ['PUT', '/tools/executions', 'GET, HEAD, POST'], // POST reaches POST /tools/{tool}
       ['PATCH', '/tools/executions/exe_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'GET, HEAD'],
       ['GET', '/tools/executions/exe_01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel', 'POST'],
-      ['GET', '/tools/image.render', 'POST'],
+      ['PUT', '/tools/image.render', 'GET, HEAD, POST'],
     ];
     for (const [method, path, allow] of cases) {
       const [r] = await exchange(request(method, path, bearer(secret)));
@@ -174,7 +174,7 @@ describe('methods a known path does not take: 405 with Allow and the envelope', 
       expectEnvelope(r, 405, 'UNIMPLEMENTED', 'method_not_allowed');
       expect(r!.headers.allow).toBe('GET, HEAD');
     }
-    const [head] = await exchange(request('HEAD', '/tools/quote', bearer(secret)), { head: true });
+    const [head] = await exchange(request('HEAD', '/tools/executions/exe_01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel', bearer(secret)), { head: true });
     expect(head!.status).toBe(405);
     expect(head!.headers.allow).toBe('POST');
     expect(head!.headers['cache-control']).toBe('no-store');

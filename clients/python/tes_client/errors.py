@@ -2,8 +2,9 @@
 
 Everything raised for an API, network or execution problem is a ``TesError`` with a stable
 snake_case ``code``. API answers are ``TesApiError`` subclasses chosen by code, then by HTTP
-status. Messages name the code, the status and the request id only: never the API key, a
-request body or a download URL.
+status. An API error's message is one line: what went wrong with the amounts and limits of its
+details, then the code, the status and the request id; never the API key, a request body or a
+download URL.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import email.utils
 import re
 import time
 from typing import TYPE_CHECKING, Any, Dict, Optional, Protocol, Type
+
+from ._words import api_error_sentence, problem_lines
 
 if TYPE_CHECKING:
     from .types import Execution
@@ -48,6 +51,7 @@ ERROR_CODES = (
     "execution_not_found",
     "artifact_not_found",
     "artifact_expired",
+    "webhook_endpoint_not_found",
     "method_not_allowed",
     "idempotency_key_reused",
     "rate_limit_exceeded",
@@ -98,7 +102,13 @@ class TesApiError(TesError):
         retry_after_seconds: Optional[int],
     ) -> None:
         where = f", request {request_id}" if request_id else ""
-        super().__init__(code, f"{code} (HTTP {status}{where})")
+        sentence = api_error_sentence(code, details or {}, retry_after_seconds)
+        super().__init__(code, f"{sentence} ({code}, HTTP {status}{where})")
+        # A traceback shows each schema problem on a line of its own (PEP 678 notes, Python 3.11+).
+        problems = problem_lines(details or {})
+        if len(problems) > 1 and hasattr(self, "add_note"):
+            for line in problems:
+                self.add_note(f"  {line}")
         #: HTTP status of the response.
         self.status = status
         #: ``error.status`` of the envelope, e.g. RESOURCE_EXHAUSTED (empty for a non-JSON answer).
@@ -106,6 +116,9 @@ class TesApiError(TesError):
         self.details = details
         self.request_id = request_id
         self.retry_after_seconds = retry_after_seconds
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, status={self.status}, request_id={self.request_id!r}, details={self.details!r})"
 
     @property
     def retryable(self) -> bool:

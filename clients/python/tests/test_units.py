@@ -96,7 +96,9 @@ class ErrorMappingTest(unittest.TestCase):
         self.assertIsInstance(html, ServiceUnavailableError)
         self.assertEqual((html.code, html.error_status, html.request_id), ("http_502", "", None))
         e = self.err(429, "RESOURCE_EXHAUSTED", "monthly_cap_exceeded")
-        self.assertEqual(str(e), "monthly_cap_exceeded (HTTP 429, request req_1)")
+        self.assertEqual(str(e), (
+            "monthly cap reached: the submit would take the project past its monthly cap (monthly_cap_exceeded, HTTP 429, request req_1)"
+        ))
         self.assertEqual(e.details, {"retryable": False})
 
     def test_a_submit_may_have_been_accepted_unless_the_gateway_refused_it(self) -> None:

@@ -37,7 +37,7 @@ export async function openSharedParts(config: Config, logger: Logger, metrics: M
   started.add('db', () => db.destroy());
   const store = new ObjectStore(config.s3);
   started.add('storage', () => store.close());
-  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config) });
+  const catalog = new Catalog({ enableTestTools: config.enableTestTools, providers: providerAvailability(config), retirements: config.modelRetirements });
   const names = topologyNames(config.amqpPrefix, config.waitRecheckMs);
   const amqp = new AmqpClient({ url: config.amqpUrl, logger, name: o.amqpName ?? `tes-${o.role}` });
   started.add('amqp', () => amqp.stop());

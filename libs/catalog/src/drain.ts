@@ -1,5 +1,5 @@
 import { Catalog } from './catalog';
-import { AUDIO_SPEECH_LIMITS } from './tools/audio-speech';
+import { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MAX_CHARS } from './tools/audio-speech';
 import { TEST_SLEEP_MAX_SECONDS } from './tools/test-sleep';
 import type { ToolName } from './tools';
 import { VIDEO_SLIDESHOW_LIMITS } from './tools/video-slideshow';
@@ -38,7 +38,8 @@ const LONGEST_INPUTS: Readonly<Record<ToolName, readonly Record<string, unknown>
   'image.render': [{ text: 'x' }],
   'image.generate': [{ prompt: 'x', count: 4 }],
   'image.transform': [{ fileId: FILE_ID }],
-  'audio.speech': [{ text: 'x'.repeat(AUDIO_SPEECH_LIMITS.maxTextChars) }],
+  // the longest text every model takes (OpenAI's is shorter than espeak-ng's)
+  'audio.speech': [{ text: 'x'.repeat(Math.min(AUDIO_SPEECH_LIMITS.maxTextChars, OPENAI_SPEECH_MAX_CHARS)) }],
   'audio.transcode': [{ fileId: FILE_ID, format: 'wav' }],
   'video.slideshow': [longestSlideshow()],
   'video.thumbnail': [{ fileId: FILE_ID, times: Array.from({ length: VIDEO_THUMBNAIL_LIMITS.maxFrames }, () => 0) }],
@@ -83,7 +84,8 @@ export function longestWorkerSteps(): Map<string, LongestStep> {
   for (const [name, inputs] of Object.entries(LONGEST_INPUTS)) {
     const tool = catalog.get(name);
     if (!tool) throw new Error(`${name} is not in the catalog`);
-    for (const model of tool.models) {
+    // A model with a retirement date is on its way out: it never sets a figure (its successor has the same plan).
+    for (const model of tool.models.filter((m) => !m.provider?.retiresOn)) {
       for (const input of inputs) {
         const { plan } = catalog.resolve(name, { ...input, model: model.id });
         for (const step of plan) {

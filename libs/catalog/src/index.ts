@@ -5,12 +5,13 @@ export { builtinTools, type ToolArgs, type ToolName, type ToolStep } from './too
 export { IMAGE_RENDER_LIMITS, imageRenderSize, svgIntrinsicSize, type ImageRenderArgs } from './tools/image-render';
 export { IMAGE_TRANSFORM_LIMITS, imageTransformOutput, megapixelUnits, type ImageTransformArgs } from './tools/image-transform';
 export { startedSecondsOf } from './tools/facts';
-export { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL, speechUnits, type AudioSpeechArgs } from './tools/audio-speech';
+export { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MAX_CHARS, OPENAI_SPEECH_MODEL, speechUnits, type AudioSpeechArgs } from './tools/audio-speech';
 export { AUDIO_TRANSCODE_LIMITS, type AudioTranscodeArgs } from './tools/audio-transcode';
 export { VIDEO_SLIDESHOW_LIMITS, type VideoSlide, type VideoSlideshowArgs } from './tools/video-slideshow';
 export { VIDEO_THUMBNAIL_LIMITS, type VideoThumbnailArgs } from './tools/video-thumbnail';
 export { VIDEO_TRANSCODE_LIMITS, type VideoTranscodeArgs } from './tools/video-transcode';
-export { IMAGE_GENERATE_LIMITS, IMAGE_GENERATE_SIZES, type ImageGenerateArgs } from './tools/image-generate';
+export { IMAGE_GENERATE_LIMITS, IMAGE_GENERATE_SIZES, OPENAI_IMAGE_MODEL, type ImageGenerateArgs } from './tools/image-generate';
+export { usableUsage, type ImageQuality } from './tools/image-generate-pricing';
 export { VIDEO_GENERATE_LIMITS, type VideoGenerateArgs } from './tools/video-generate';
 export type { TestSleepArgs } from './tools/test-sleep';
 export { drainNeededMs, longestWorkerSteps, MAX_DRAIN_STEP_MS, RELEASE_ALLOWANCE_MS, STEP_RECORD_ALLOWANCE_MS, type LongestStep } from './drain';

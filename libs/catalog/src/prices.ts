@@ -26,12 +26,21 @@ export const DEFAULT_PRICE_LIST: PriceList = {
     'video.slideshow': { models: { ffmpeg: { unitPriceMicros: 1_000, minimumMicros: 1_000, timeoutMicrosPerSecond: 100 } } },
     'video.thumbnail': { models: { ffmpeg: { unitPriceMicros: 500, minimumMicros: 500, timeoutMicrosPerSecond: 100 } } },
     'video.transcode': { models: { ffmpeg: { unitPriceMicros: 2_000, minimumMicros: 2_000, timeoutMicrosPerSecond: 100 } } },
-    // Provider models: our price per output, above the providers' published prices.
+    // Provider models: in the unit each provider bills, above its published price (the table
+    // of provider prices, ours and the worst-case margin: docs/incoming/prov-price.md).
     'image.generate': {
       models: {
+        // Replicate: $0.003 per output image
         'replicate/flux-schnell': { unitPriceMicros: 4_000, minimumMicros: 4_000 },
-        'fal/flux-schnell': { unitPriceMicros: 4_000, minimumMicros: 4_000 },
-        'openai/gpt-image-1': { unitPriceMicros: 70_000, minimumMicros: 70_000 },
+        // fal: $0.003 per megapixel (unitPriceMicros: one 1024x1024 image, for lists that predate megapixels)
+        'fal/flux-schnell': { unitPriceMicros: 4_000, minimumMicros: 4_000, megapixelPriceMicros: 4_000 },
+        // OpenAI: $5 per 1M text input tokens, $32 per 1M image output tokens (unitPriceMicros: medium 1024x1024)
+        'openai/gpt-image-1.5': {
+          unitPriceMicros: 42_240,
+          minimumMicros: 10_000,
+          inputTokenMicrosPerMillion: 6_000_000,
+          outputTokenMicrosPerMillion: 40_000_000,
+        },
       },
     },
     'video.generate': {
@@ -43,6 +52,16 @@ export const DEFAULT_PRICE_LIST: PriceList = {
     'test.sleep': { models: { sleep: { unitPriceMicros: 0, minimumMicros: 0, timeoutMicrosPerSecond: 100 } } },
   },
 };
+
+const PRICE_FIELDS = [
+  'unitPriceMicros',
+  'minimumMicros',
+  'timeoutMicrosPerSecond',
+  'megapixelPriceMicros',
+  'inputTokenMicrosPerMillion',
+  'outputTokenMicrosPerMillion',
+] as const;
+const OPTIONAL_FIELDS = new Set<string>(PRICE_FIELDS.slice(2));
 
 /** Structural check of a price list before it is published. Returns the problems found. */
 export function checkPriceList(value: unknown): string[] {
@@ -59,9 +78,9 @@ export function checkPriceList(value: unknown): string[] {
       continue;
     }
     for (const [model, price] of Object.entries(models as Record<string, unknown>)) {
-      for (const field of ['unitPriceMicros', 'minimumMicros', 'timeoutMicrosPerSecond'] as const) {
+      for (const field of PRICE_FIELDS) {
         const v = price === null || price === undefined ? undefined : (price as Record<string, unknown>)[field];
-        if (field === 'timeoutMicrosPerSecond' && v === undefined) continue; // optional: DEFAULT_TIMEOUT_MICROS_PER_SECOND
+        if (OPTIONAL_FIELDS.has(field) && v === undefined) continue; // timeouts: DEFAULT_TIMEOUT_MICROS_PER_SECOND; the rest: priced per unit
         if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
           problems.push(`tools["${tool}"].models["${model}"].${field} must be a non-negative integer`);
         }

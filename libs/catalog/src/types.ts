@@ -12,6 +12,24 @@ export interface ModelPrice {
    * published before it existed: free (DEFAULT_TIMEOUT_MICROS_PER_SECOND, 0), as that list promised.
    */
   timeoutMicrosPerSecond?: number;
+  /**
+   * Models the provider bills per megapixel (fal flux): the price of one megapixel of output,
+   * which the tool counts the way the provider does. Absent: the model is priced per unit.
+   */
+  megapixelPriceMicros?: number;
+  /**
+   * Models the provider bills per token (OpenAI images): the price of a million prompt tokens
+   * and of a million output (image) tokens. The quote prices the most tokens the input can
+   * use; the step is settled on the tokens the provider reports (ProviderUsage).
+   */
+  inputTokenMicrosPerMillion?: number;
+  outputTokenMicrosPerMillion?: number;
+}
+
+/** What the provider reported it billed for a step, where it reports it (OpenAI images' `usage`). */
+export interface ProviderUsage {
+  inputTokens: number;
+  outputTokens: number;
 }
 
 /** The price list: JSON, versioned in Postgres, published with the admin CLI. */
@@ -20,8 +38,23 @@ export interface PriceList {
   tools: Record<string, { models: Record<string, ModelPrice> }>;
 }
 
+/** Who runs a provider model: the provider, its own id for the model, and when it goes away. */
+export interface ProviderModel {
+  name: keyof ProviderAvailability;
+  /** The provider's id for the model (what the adapter sends, what `models check` looks up). */
+  model: string;
+  /**
+   * The first day (UTC, YYYY-MM-DD) the provider no longer serves the model, from its
+   * deprecation notice. From that day the catalog shows the model unavailable and refuses it
+   * (model_unavailable, reason retired). An operator may set or move it (MODEL_RETIREMENTS).
+   */
+  retiresOn?: string;
+}
+
 export interface ModelDefinition {
   id: string;
+  /** Set for a model an external provider runs. */
+  provider?: ProviderModel;
   description: string;
   example: Record<string, unknown>;
   /** Whether what the model needs (a provider credential) is configured. */
@@ -118,9 +151,10 @@ export interface ToolDefinition<Args extends object = object, Step extends strin
   /**
    * What `units` of this input cost under the model's price: the quote's maximum prices the
    * estimate, the worker each billed step's reported units. Default: max(minimum, units x
-   * unit price). A tool may price from its arguments instead (test.sleep).
+   * unit price). A tool may price from its arguments instead (test.sleep), and a step from what
+   * its provider reported it billed (`usage`; absent in a quote).
    */
-  cost?(units: number, price: ModelPrice, args: Args): number;
+  cost?(units: number, price: ModelPrice, args: Args, usage?: ProviderUsage): number;
   /** Ordered steps the worker runs for this input. */
   plan(args: Args): StepPlan<NoInfer<Step>>[];
   /** Uploaded files the input names; checked to exist in the project before quoting. */

@@ -7,7 +7,7 @@ describe('longestWorkerSteps', () => {
   test('one figure per catalog category, from the longest step that holds a worker', () => {
     const catalog = new Catalog({ enableTestTools: true });
     expect([...steps.keys()].sort()).toEqual(catalog.categories().sort());
-    expect(steps.get('image')).toEqual({ category: 'image', tool: 'image.generate', model: 'openai/gpt-image-1', step: 'generate', timeoutMs: 600_000 });
+    expect(steps.get('image')).toEqual({ category: 'image', tool: 'image.generate', model: 'openai/gpt-image-1.5', step: 'generate', timeoutMs: 600_000 });
     expect(steps.get('audio')).toMatchObject({ tool: 'audio.transcode', step: 'transcode', timeoutMs: 300_000 });
     // 300 s of output at 4 s each, plus 120 s
     expect(steps.get('video')).toMatchObject({ tool: 'video.transcode', step: 'transcode', timeoutMs: 1_320_000 });

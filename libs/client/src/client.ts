@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
-import { ArtifactIntegrityError, markSubmitError, parseRetryAfter, TesError, TesNetworkError } from './errors';
+import { readFile, stat } from 'node:fs/promises';
+import { ArtifactIntegrityError, markSubmitError, parseRetryAfter, TesError, TesNetworkError, UploadTooLargeError } from './errors';
 import { isValidIdempotencyKey } from './idempotency';
 import { DEFAULT_RETRY, Transport, backoffMs, sleep, type FetchLike, type RetryOptions } from './http';
-import { detectMimeType } from './media';
+import { detectMimeType, MAX_UPLOAD_BYTES } from './media';
 import { ExecutionEvents, type EventsOptions } from './events';
 import { runTool, type PollResult, type RunOptions, type RunResult } from './run';
 import type {
@@ -92,9 +92,12 @@ export class TesClient {
   /**
    * POST /tools/upload. `source` is the bytes or a file path; the MIME type is detected from
    * the bytes (or the file name) when not given. Identical content gives the same file id,
-   * which is why a resend is safe.
+   * which is why a resend is safe. A file above MAX_UPLOAD_BYTES throws UploadTooLargeError
+   * before it is read or sent.
    */
   async upload(source: Uint8Array | string, mimeType?: string, signal?: AbortSignal): Promise<UploadedFile> {
+    const size = typeof source === 'string' ? (await stat(source)).size : source.byteLength;
+    if (size > MAX_UPLOAD_BYTES) throw new UploadTooLargeError(typeof source === 'string' ? source : 'the file', size, MAX_UPLOAD_BYTES);
     const bytes = typeof source === 'string' ? await readFile(source) : source;
     const type = mimeType ?? detectMimeType(bytes, typeof source === 'string' ? source : undefined);
     if (!type)

@@ -1,3 +1,5 @@
+import { apiErrorSentence } from './error-words';
+import { byteSize } from './money';
 import type { Execution } from './types';
 
 /**
@@ -35,6 +37,7 @@ export const ERROR_CODES = [
   'execution_not_found',
   'artifact_not_found',
   'artifact_expired',
+  'webhook_endpoint_not_found',
   'method_not_allowed',
   'idempotency_key_reused',
   'rate_limit_exceeded',
@@ -85,8 +88,11 @@ export interface ApiErrorInit {
 }
 
 /**
- * An error answer of the API. The message names the code, the HTTP status and the request
- * id only: never the API key, a request body or a download URL.
+ * An error answer of the API. The message is one line: what went wrong with the amounts and
+ * limits of its details ("insufficient balance: the submit needs $0.07 reserved and the project
+ * has $0.01 available"), then the code, the HTTP status and the request id. Never the API key,
+ * a request body or a download URL. Printed uncaught (util.inspect), it shows its details in
+ * full rather than `[Object]`.
  */
 export class TesApiError extends TesError {
   override readonly code: ErrorCode | (string & {});
@@ -97,13 +103,24 @@ export class TesApiError extends TesError {
   readonly retryAfterSeconds: number | undefined;
 
   constructor(init: ApiErrorInit) {
-    super(init.code, `${init.code} (HTTP ${init.status}${init.requestId ? `, request ${init.requestId}` : ''})`);
+    const sentence = apiErrorSentence(init.code, init.details ?? {}, init.retryAfterSeconds);
+    super(init.code, `${sentence} (${init.code}, HTTP ${init.status}${init.requestId ? `, request ${init.requestId}` : ''})`);
     this.code = init.code;
     this.status = init.status;
     this.errorStatus = init.errorStatus;
     this.details = init.details;
     this.requestId = init.requestId;
     this.retryAfterSeconds = init.retryAfterSeconds;
+  }
+
+  /**
+   * How Node prints it (an uncaught error, console.log): the stack, then code, status, request id
+   * and every detail at any depth; the default stops at depth 2 and shows ajv's errors as
+   * `[Object]`.
+   */
+  [Symbol.for('nodejs.util.inspect.custom')](_depth: number, options: object, inspect: (value: unknown, options: object) => string): string {
+    const fields = { code: this.code, status: this.status, requestId: this.requestId, details: this.details };
+    return `${this.stack ?? `${this.name}: ${this.message}`}\n${inspect(fields, { ...options, depth: null, breakLength: 100 })}`;
   }
 
   /** Whether sending the same request again can succeed (5xx other than execution_disabled). */
@@ -177,6 +194,19 @@ export class ExecutionUnsuccessfulError extends TesError {
 export class ArtifactIntegrityError extends TesError {
   constructor(message: string) {
     super('artifact_integrity', message);
+  }
+}
+
+/** A file above MAX_UPLOAD_BYTES: refused by upload() before anything was sent. */
+export class UploadTooLargeError extends TesError {
+  /** @public */
+  readonly sizeBytes: number;
+  /** @public */
+  readonly maxBytes: number;
+  constructor(what: string, sizeBytes: number, maxBytes: number) {
+    super('file_too_large', `${what} is ${byteSize(sizeBytes)}; an upload is at most ${byteSize(maxBytes)}; nothing was sent`);
+    this.sizeBytes = sizeBytes;
+    this.maxBytes = maxBytes;
   }
 }
 

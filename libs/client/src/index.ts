@@ -14,7 +14,7 @@ export { queuePlace, describeQueuePlace } from './queue';
 export type { QueuePlace } from './queue';
 export type * from './tool-types';
 export { newIdempotencyKey, isValidIdempotencyKey, IDEMPOTENCY_KEY_PATTERN } from './idempotency';
-export { detectMimeType, UPLOAD_MIME_TYPES } from './media';
+export { detectMimeType, MAX_UPLOAD_BYTES, UPLOAD_MIME_TYPES } from './media';
 export type { paths, components, operations } from './schema';
 export { verifyWebhook, WebhookVerificationError } from './webhooks';
 export type { WebhookEvent, VerifyWebhookOptions } from './webhooks';

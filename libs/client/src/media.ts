@@ -3,6 +3,13 @@ import { extname } from 'node:path';
 /** The upload formats the API accepts, by their canonical MIME types. */
 export const UPLOAD_MIME_TYPES = ['image/jpeg', 'image/png', 'audio/wav', 'audio/mpeg', 'video/mp4'] as const;
 
+/**
+ * The largest file an upload takes (12 MiB decoded; the API's contract, a constant of the
+ * gateway, not a deployment setting: a test checks the two agree). upload() refuses a larger
+ * file before it reads or sends it, rather than send 16 MB of Base64 to learn it from a 413.
+ */
+export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
+
 const BY_EXTENSION: Record<string, string> = {
   '.png': 'image/png',
   '.jpg': 'image/jpeg',

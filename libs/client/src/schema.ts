@@ -115,7 +115,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * One tool's catalog entry: input schema, example, models, availability and prices
+         * @description The tool's item of `GET /tools`, under the same scope; the price version and `executionEnabled` are the catalog's (`GET /tools`) or the quote's. A name with no tool, including a path another operation has but not with GET (`/tools/quote`), is `404 tool_not_found`.
+         *
+         *     Requires scope `tools:read`.
+         */
+        get: operations["getTool"];
         put?: never;
         /**
          * Reserve the quoted maximum and register a paid, asynchronous execution
@@ -322,8 +328,226 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/tools/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The project’s webhook endpoints (never their secrets)
+         * @description Oldest first; at most 10.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        get: operations["listWebhookEndpoints"];
+        put?: never;
+        /**
+         * Register a webhook endpoint; its signing secret is shown once
+         * @description Every event in this document's `webhooks` that the endpoint subscribes to is POSTed to it, signed (Standard Webhooks). The URL must be public: a loopback, private or metadata address (for example 127.0.0.1, 10.0.0.8, 169.254.169.254, [::1], or a name resolving to one) is refused here, not only at delivery. At most 10 endpoints per project.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        post: operations["createWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a webhook endpoint
+         * @description Nothing more is sent to it; its pending deliveries end failed ("the endpoint was deleted").
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        delete: operations["deleteWebhookEndpoint"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}/rotate-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace an endpoint’s signing secret; the new one is shown once
+         * @description The old secret stops at once: every attempt from now on, retries of earlier events included, is signed with the new one. No request body.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        post: operations["rotateWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An endpoint’s recent deliveries and their attempts
+         * @description Newest first, `limit` of them (kept WEBHOOK_DELIVERY_RETENTION_DAYS, 7 by default): the event, its execution, status, attempts made, the last attempt's HTTP status and error, and when the next retry is due.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        get: operations["listWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/tools/webhooks/{id}/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a signed webhook.test event to an endpoint now
+         * @description One attempt, now, with the delivery's rules (public addresses only, 10 s deadline); the answer says what the receiver replied. Not recorded as a delivery and not retried. A project has at most 2 tests in flight per gateway process (else `429 rate_limit_exceeded`). No request body.
+         *
+         *     Requires scope `project:read` and an `ADMIN` key (a `MEMBER` key gets `403 platform_project_permission_required`, details.requiredRole).
+         */
+        post: operations["testWebhookEndpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "execution.succeeded": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution succeeded */
+        post: operations["onExecutionSucceeded"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "execution.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution failed */
+        post: operations["onExecutionFailed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "execution.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution was cancelled */
+        post: operations["onExecutionCancelled"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "execution.needs_review": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** An execution needs an operator’s review */
+        post: operations["onExecutionNeedsReview"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "webhook.test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A test event, sent on request */
+        post: operations["onWebhookTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    requestBodies: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /**
@@ -867,6 +1091,131 @@ export interface components {
                 message?: "execution_not_cancellable";
             };
         };
+        /**
+         * @description Webhook endpoint id (`whk_` + ULID).
+         * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+         */
+        WebhookEndpointId: string;
+        /**
+         * @description An event an endpoint may subscribe to (the `type` of the events in `webhooks`). `webhook.test` is sent only on request and needs no subscription.
+         * @enum {string}
+         */
+        WebhookEventType: "execution.succeeded" | "execution.failed" | "execution.cancelled" | "execution.needs_review";
+        WebhookEndpoint: {
+            id: components["schemas"]["WebhookEndpointId"];
+            /** @description Where the events are POSTed. */
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            createdAt: components["schemas"]["Timestamp"];
+        };
+        /** @description An endpoint with its signing secret, shown in this answer only (create and rotate-secret): keep it now, it cannot be read again. */
+        WebhookEndpointWithSecret: {
+            id: components["schemas"]["WebhookEndpointId"];
+            /** @description Where the events are POSTed. */
+            url: string;
+            events: components["schemas"]["WebhookEventType"][];
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description Standard Webhooks secret: `whsec_` + base64 of 24 random bytes. */
+            secret: string;
+        };
+        WebhookEndpointRequest: {
+            /**
+             * @description An absolute http:// or https:// URL without credentials. Its host, or every address its name resolves to now, must be a public unicast address: loopback, private, link-local (cloud metadata, 169.254.169.254), CGNAT, unique-local IPv6 and the other non-public ranges are refused with `400 invalid_request` (details.errors[0].instancePath `/url`, the address and its range). Deliveries check every address again at each connection.
+             * @example https://example.com/tes-webhooks
+             */
+            url: string;
+            /** @description Default: all four. */
+            events?: components["schemas"]["WebhookEventType"][];
+        };
+        WebhookDelivery: {
+            /** @description The `webhook-id` header of every attempt of this event to this endpoint. */
+            id: string;
+            endpointId: components["schemas"]["WebhookEndpointId"];
+            executionId: components["schemas"]["ExecutionId"];
+            eventType: components["schemas"]["WebhookEventType"];
+            /**
+             * @description pending: not yet answered with a 2xx and retries remain; failed: retries spent, or the endpoint was deleted.
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /** @description Attempts made so far. */
+            attempts: number;
+            /** @description HTTP status of the last attempt (null: none yet, or no answer). */
+            lastStatusCode: number | null;
+            /** @description Why the last attempt failed (`HTTP 500`, a timeout, a refused address...). */
+            lastError: string | null;
+            nextAttemptAt: components["schemas"]["NullableTimestamp"];
+            createdAt: components["schemas"]["Timestamp"];
+            deliveredAt: components["schemas"]["NullableTimestamp"];
+        };
+        WebhookTestResult: {
+            /** @description The `webhook-id` the test event was sent with. */
+            webhookId: string;
+            /** @description Whether the receiver answered 2xx. */
+            delivered: boolean;
+            /** @description The receiver’s HTTP status (null: no answer). */
+            statusCode: number | null;
+            /** @description Why it was not delivered (`HTTP 401`, a timeout, a refused address...). */
+            error: string | null;
+            durationMs: number;
+        };
+        /** @description The body of every event (Standard Webhooks): POSTed as JSON with the headers `webhook-id` (the same on every attempt of one event to one endpoint: deduplicate on it), `webhook-timestamp` (Unix seconds of this attempt) and `webhook-signature` (`v1,` + base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` keyed with the base64-decoded part of the secret after `whsec_`). Any Standard Webhooks library verifies it (npm `standardwebhooks`, Python `standardwebhooks`; our SDKs: `verifyWebhook`). Answer 2xx within 10 s; anything else is retried with backoff (about 3 days of retries), so handle an event more than once safely. The body is fixed by the first attempt: retries send the same bytes, signed anew. */
+        WebhookEvent: {
+            type: string;
+            timestamp: components["schemas"]["Timestamp"];
+            data: Record<string, unknown>;
+        };
+        /** @description The execution succeeded: its outputs are ready to download. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionSucceededEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.succeeded";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description The execution failed (errorCode says why); what it was charged is in the execution. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionFailedEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.failed";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description The execution was cancelled. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionCancelledEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.cancelled";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description The execution stopped in a state an operator must resolve (needs_review); a later execution.succeeded or execution.failed is not sent for it. `data` is the execution as `GET /tools/executions/{id}` shows it at the moment of the event (not as it is when the attempt is made). */
+        ExecutionNeedsReviewEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "execution.needs_review";
+            data?: components["schemas"]["Execution"];
+        };
+        /** @description Sent only by `POST /tools/webhooks/{id}/test`, to the one endpoint, once (no retries). */
+        WebhookTestEvent: components["schemas"]["WebhookEvent"] & {
+            /** @constant */
+            type?: "webhook.test";
+            data?: {
+                endpointId: components["schemas"]["WebhookEndpointId"];
+                projectId: components["schemas"]["ProjectId"];
+            };
+        };
+        /** @description A body that is not JSON or not of the schema; a URL refused (details.errors[0] with instancePath `/url` says why: not http(s), credentials in it, or a loopback, private, link-local/metadata or other non-public address, named or resolved); or the project already has 10 endpoints. */
+        WebhookInvalidError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @enum {string} */
+                status?: "INVALID_ARGUMENT";
+                /** @enum {string} */
+                message?: "invalid_json" | "unsupported_media_type" | "invalid_request";
+            };
+        };
+        /** @description No live endpoint with this id in the caller’s project (another project’s endpoint, a deleted one and a malformed id are the same 404), or no such route. */
+        WebhookEndpointNotFoundError: components["schemas"]["ErrorEnvelope"] & {
+            error?: {
+                /** @enum {string} */
+                status?: "NOT_FOUND";
+                /** @enum {string} */
+                message?: "route_not_found" | "webhook_endpoint_not_found";
+            };
+        };
     };
     responses: {
         /** @description Unknown execution or artifact, an artifact past its 30-day retention (artifact_expired), or no such route. */
@@ -1367,6 +1716,52 @@ export interface components {
                 "application/json": components["schemas"]["UploadInvalidError"];
             };
         };
+        /** @description A body that is not JSON or not of the schema; a URL refused (details.errors[0] with instancePath `/url` says why: not http(s), credentials in it, or a loopback, private, link-local/metadata or other non-public address, named or resolved); or the project already has 10 endpoints. */
+        WebhookInvalid: {
+            headers: {
+                "Cache-Control": components["headers"]["CacheControl"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "status": "INVALID_ARGUMENT",
+                 *         "message": "invalid_request"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookInvalidError"];
+            };
+        };
+        /** @description No live endpoint with this id in the caller’s project (another project’s endpoint, a deleted one and a malformed id are the same 404), or no such route. */
+        WebhookEndpointNotFound: {
+            headers: {
+                "Cache-Control": components["headers"]["CacheControl"];
+                "X-Request-Id": components["headers"]["XRequestId"];
+                "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "status": "NOT_FOUND",
+                 *         "message": "webhook_endpoint_not_found"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookEndpointNotFoundError"];
+            };
+        };
     };
     parameters: {
         /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
@@ -1403,8 +1798,727 @@ export interface components {
         PreferWait: string;
         /** @description The `id` of the last event received (EventSource sends it when it reconnects): the stream then starts with an event only if the execution changed since. */
         LastEventId: string;
+        /**
+         * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+         * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+         */
+        WebhookEndpointIdPath: string;
     };
-    requestBodies: never;
+    requestBodies: {
+        /** @description A tool and its arguments. One variant per tool of the catalog, keyed by `tool`; `arguments` is that tool's `inputSchema` (`GET /tools/{tool}`), generated from the catalog. The gateway checks the body against `x-gateway-schema`, then the catalog checks the tool and its arguments: an unknown tool is `404 tool_not_found`, arguments its schema refuses `400 invalid_arguments`. */
+        QuoteRequest: {
+            content: {
+                /**
+                 * @example {
+                 *       "tool": "image.render",
+                 *       "arguments": {
+                 *         "text": "Hello from the Tool Execution Service",
+                 *         "width": 1024,
+                 *         "height": 512,
+                 *         "format": "png"
+                 *       }
+                 *     }
+                 */
+                "application/json": {
+                    /** @constant */
+                    tool: "image.render";
+                    arguments: {
+                        /**
+                         * @description Renderer.
+                         * @default sharp
+                         * @enum {string}
+                         */
+                        model?: "sharp";
+                        /** @description A complete SVG document. External references are not allowed. Rendered at its own size (root width/height, else viewBox) unless width or height is given. */
+                        svg?: string & (unknown & unknown & unknown);
+                        /** @description Text for a card; lines are wrapped to the width. */
+                        text?: string;
+                        /** @description Output width in pixels. An SVG keeps its own size (its width and height, else its viewBox) unless width or height is given; with only one of them the other follows the SVG's aspect ratio, with both the SVG is fitted (letterboxed) into width x height. An own size above 4096 px per side is scaled down to fit. A text card, or an SVG that declares no size, is 1024 px on a side not given. Priced per started megapixel of this output size. */
+                        width?: number;
+                        /** @description Output height in pixels; see width (an SVG's own height unless width or height is given; a text card: 1024). */
+                        height?: number;
+                        /**
+                         * @default png
+                         * @enum {string}
+                         */
+                        format?: "png" | "jpeg";
+                        /**
+                         * @description JPEG quality.
+                         * @default 90
+                         */
+                        quality?: number;
+                        /** @default #ffffff */
+                        background?: string;
+                        /**
+                         * @description Text colour of a card.
+                         * @default #111111
+                         */
+                        color?: string;
+                        /** @default 64 */
+                        fontSize?: number;
+                    } & (unknown | unknown);
+                } | {
+                    /** @constant */
+                    tool: "image.generate";
+                    arguments: {
+                        /**
+                         * @description Hosted model; the first available one when omitted.
+                         * @enum {string}
+                         */
+                        model?: "replicate/flux-schnell" | "fal/flux-schnell" | "openai/gpt-image-1";
+                        /** @description What to draw, at most 2000 characters. */
+                        prompt: string;
+                        /**
+                         * @description Number of images; each is charged.
+                         * @default 1
+                         */
+                        count?: number;
+                        /**
+                         * @description Width x height in pixels (Replicate uses the matching aspect ratio).
+                         * @default 1024x1024
+                         * @enum {string}
+                         */
+                        size?: "1024x1024" | "1024x1536" | "1536x1024";
+                        /**
+                         * @default png
+                         * @enum {string}
+                         */
+                        format?: "png" | "jpeg";
+                        /** @description Fixed seed for repeatable output (Replicate and fal). */
+                        seed?: number;
+                    };
+                } | {
+                    /** @constant */
+                    tool: "image.transform";
+                    arguments: {
+                        /**
+                         * @description Image library.
+                         * @default sharp
+                         * @enum {string}
+                         */
+                        model?: "sharp";
+                        /** @description An uploaded PNG or JPEG of this project, at most 40,000,000 pixels once decoded; an undecodable file fails with invalid_input_file. */
+                        fileId: string;
+                        /** @description Region of the (auto-oriented) input to keep, applied before rotate and resize. It must lie within the image; a region reaching outside fails the execution with invalid_input_file (nothing charged). */
+                        crop?: {
+                            left: number;
+                            top: number;
+                            /** @description Crop width, 1..16384. */
+                            width: number;
+                            /** @description Crop height, 1..16384. */
+                            height: number;
+                        };
+                        /**
+                         * @description Clockwise rotation in degrees, applied after the crop.
+                         * @default 0
+                         * @enum {integer}
+                         */
+                        rotate?: 0 | 90 | 180 | 270;
+                        /** @description Final output box (1..4096 per side). cover/contain/fill give exactly width x height, inside fits within it (keeping the aspect ratio), outside covers it (keeping the aspect ratio; fails with invalid_input_file if a side would exceed 4096). Without resize the output keeps the cropped/rotated size, which must be at most 4096 per side. */
+                        resize?: {
+                            /** @description Box width, 1..4096. */
+                            width: number;
+                            /** @description Box height, 1..4096. */
+                            height: number;
+                            /**
+                             * @default inside
+                             * @enum {string}
+                             */
+                            fit?: "cover" | "contain" | "fill" | "inside" | "outside";
+                        };
+                        /**
+                         * @description Output format; the input format when omitted.
+                         * @enum {string}
+                         */
+                        format?: "png" | "jpeg";
+                        /**
+                         * @description JPEG quality 1..100 (ignored for PNG).
+                         * @default 90
+                         */
+                        quality?: number;
+                        /**
+                         * @description Padding colour for fit=contain, and what transparency is flattened onto in JPEG output.
+                         * @default #ffffff
+                         */
+                        background?: string;
+                    };
+                } | {
+                    /** @constant */
+                    tool: "audio.speech";
+                    arguments: {
+                        /**
+                         * @description Speech synthesizer; the first available one when omitted.
+                         * @enum {string}
+                         */
+                        model?: "espeak-ng" | "openai/gpt-4o-mini-tts";
+                        /** @description Text to speak, 1 to 5000 characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged. */
+                        text: string;
+                        /**
+                         * @description Voice. espeak-ng: a language and accent (default en-us). openai/gpt-4o-mini-tts: one of alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer (default alloy).
+                         * @enum {string}
+                         */
+                        voice?: "en-us" | "en-gb" | "en-gb-scotland" | "en-gb-x-rp" | "en-029" | "de" | "fr-fr" | "fr-be" | "es" | "es-419" | "it" | "pt" | "pt-br" | "nl" | "sv" | "da" | "nb" | "fi" | "pl" | "cs" | "ru" | "uk" | "el" | "tr" | "hi" | "ar" | "ja" | "ko" | "cmn" | "vi" | "alloy" | "ash" | "ballad" | "coral" | "echo" | "fable" | "nova" | "onyx" | "sage" | "shimmer";
+                        /**
+                         * @description Speaking rate in words per minute, 80 to 450 (espeak-ng only).
+                         * @default 160
+                         */
+                        rate?: number;
+                        /**
+                         * @description Pitch, 0 (low) to 99 (high) (espeak-ng only).
+                         * @default 50
+                         */
+                        pitch?: number;
+                        /**
+                         * @description wav: 16-bit PCM. mp3.
+                         * @default wav
+                         * @enum {string}
+                         */
+                        format?: "wav" | "mp3";
+                    };
+                } | {
+                    /** @constant */
+                    tool: "audio.transcode";
+                    arguments: {
+                        /**
+                         * @description Transcoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description An uploaded WAV, MP3 or MP4 file of this project. For MP4 the first audio track is used; an MP4 without audio fails with invalid_input_file. */
+                        fileId: string;
+                        /**
+                         * @description wav: 16-bit PCM. mp3: libmp3lame VBR (at most 2 channels).
+                         * @enum {string}
+                         */
+                        format: "wav" | "mp3";
+                        /**
+                         * @description Where the output starts in the input, 0 to 43200 seconds. At or past the input's end fails with invalid_input_file (not charged).
+                         * @default 0
+                         */
+                        startSeconds?: number;
+                        /** @description Output length, more than 0 and at most 600 seconds. Default: to the input's end, cut at 600 seconds. The quote reserves the started seconds of the output this gives for the uploaded file (600 s for a file uploaded without measured facts). */
+                        durationSeconds?: number;
+                        /**
+                         * @description EBU R128 loudness normalisation (ffmpeg loudnorm: -16 LUFS integrated, -1.5 dBTP true peak).
+                         * @default false
+                         */
+                        normalize?: boolean;
+                        /**
+                         * @description Output sample rate in Hz. Default: the input's (for MP3, the nearest rate MP3 supports).
+                         * @enum {integer}
+                         */
+                        sampleRate?: 8000 | 16000 | 22050 | 44100 | 48000;
+                        /**
+                         * @description Output channels. Default: the input's (MP3: at most 2).
+                         * @enum {integer}
+                         */
+                        channels?: 1 | 2;
+                    };
+                } | {
+                    /** @constant */
+                    tool: "video.slideshow";
+                    arguments: {
+                        /**
+                         * @description Encoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description 1 to 20 slides, shown in order. The durations may add up to at most 300 s. */
+                        slides: ({
+                            /** @description An uploaded PNG or JPEG image (at most 40 megapixels), scaled and letterboxed into the frame. */
+                            fileId?: string;
+                            /** @description A text card (1 to 500 characters), wrapped to the frame; lines that do not fit are dropped. */
+                            text?: string;
+                            /** @description How long the slide is shown, 0.5 to 30 s (rounded to whole frames). */
+                            seconds: number;
+                            /** @description Card colour, or the letterbox colour of an image. Default #000000. */
+                            background?: string;
+                            /** @description Text colour of a card (text slides only). Default #ffffff. */
+                            color?: string;
+                        } & (unknown | unknown))[];
+                        /** @description An uploaded WAV or MP3, encoded as AAC; cut at the end of the video or padded with silence to it. */
+                        soundtrackFileId?: string;
+                        /**
+                         * @description Frame width, even, 128 to 1920.
+                         * @default 1280
+                         */
+                        width?: number;
+                        /**
+                         * @description Frame height, even, 128 to 1080.
+                         * @default 720
+                         */
+                        height?: number;
+                        /**
+                         * @description Frames per second.
+                         * @default 25
+                         * @enum {integer}
+                         */
+                        fps?: 24 | 25 | 30;
+                    };
+                } | {
+                    /** @constant */
+                    tool: "video.thumbnail";
+                    arguments: {
+                        /**
+                         * @description Decoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description An uploaded MP4 of this project with a video stream; an undecodable file or one without video fails with invalid_input_file. */
+                        fileId: string;
+                        /** @description 1..10 times in seconds (each 0..3600); each gives the first frame at or after it. A time beyond the video's duration fails the execution with invalid_input_file before any frame is extracted (nothing charged; times are not clamped). A time between the last frame and the end of the video gives the last frame. */
+                        times: number[];
+                        /** @description Frame width in pixels (16..1920); the height keeps the aspect ratio and is capped at 4096 (narrowing the frame). Without it, frames keep the video's width, scaled down to 1920 when wider. */
+                        width?: number;
+                    };
+                } | {
+                    /** @constant */
+                    tool: "video.transcode";
+                    arguments: {
+                        /**
+                         * @description Encoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description An uploaded MP4 with a video stream (frames at most 4096x4096). */
+                        fileId: string;
+                        /** @description Output width, even, 128 to 1920; the height follows the aspect ratio (even). A frame that would be taller than 1920 px is fitted into width x 1920. Default: the input width, at most 1920. */
+                        width?: number;
+                        /**
+                         * @description Where the output starts in the input, 0 to 36000 s; must lie before the input's end.
+                         * @default 0
+                         */
+                        startSeconds?: number;
+                        /** @description Output length, over 0 and at most 300 s. Default: to the end of the input, at most 300 s. The quote reserves the started seconds of the output this gives for the uploaded file (300 s for a file uploaded without measured facts). */
+                        durationSeconds?: number;
+                        /**
+                         * @description x264 constant rate factor, 18 (best) to 35.
+                         * @default 23
+                         */
+                        crf?: number;
+                        /**
+                         * @description Keep the audio (encoded as AAC) when the input has any.
+                         * @default true
+                         */
+                        audio?: boolean;
+                    };
+                } | {
+                    /** @constant */
+                    tool: "video.generate";
+                    arguments: {
+                        /**
+                         * @description Hosted model; the first available one when omitted.
+                         * @enum {string}
+                         */
+                        model?: "replicate/kling-v1.6-standard" | "fal/kling-video-v1-standard";
+                        prompt: string;
+                        /**
+                         * @description Video length; charged per second.
+                         * @default 5
+                         * @enum {integer}
+                         */
+                        durationSeconds?: 5 | 10;
+                        /**
+                         * @default 16:9
+                         * @enum {string}
+                         */
+                        aspectRatio?: "16:9" | "9:16" | "1:1";
+                    };
+                } | {
+                    /** @constant */
+                    tool: "test.sleep";
+                    arguments: {
+                        /**
+                         * @default sleep
+                         * @enum {string}
+                         */
+                        model?: "sleep";
+                        /** @description Sleep per step. */
+                        seconds: number;
+                        steps: number;
+                        costMicrosPerStep: number;
+                        /** @description Zero-based step that fails. */
+                        failAtStep?: number;
+                    };
+                };
+            };
+        };
+        /** @description The quoted tool and arguments, with the quote's price version and maximum charge; `tool` must equal the `{tool}` path parameter. One variant per tool of the catalog, keyed by `tool`; `arguments` is that tool's `inputSchema` (`GET /tools/{tool}`), generated from the catalog. The gateway checks the body against `x-gateway-schema`, then the catalog checks the tool and its arguments: an unknown tool is `404 tool_not_found`, arguments its schema refuses `400 invalid_arguments`. */
+        SubmitRequest: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    tool: "image.render";
+                    arguments: {
+                        /**
+                         * @description Renderer.
+                         * @default sharp
+                         * @enum {string}
+                         */
+                        model?: "sharp";
+                        /** @description A complete SVG document. External references are not allowed. Rendered at its own size (root width/height, else viewBox) unless width or height is given. */
+                        svg?: string & (unknown & unknown & unknown);
+                        /** @description Text for a card; lines are wrapped to the width. */
+                        text?: string;
+                        /** @description Output width in pixels. An SVG keeps its own size (its width and height, else its viewBox) unless width or height is given; with only one of them the other follows the SVG's aspect ratio, with both the SVG is fitted (letterboxed) into width x height. An own size above 4096 px per side is scaled down to fit. A text card, or an SVG that declares no size, is 1024 px on a side not given. Priced per started megapixel of this output size. */
+                        width?: number;
+                        /** @description Output height in pixels; see width (an SVG's own height unless width or height is given; a text card: 1024). */
+                        height?: number;
+                        /**
+                         * @default png
+                         * @enum {string}
+                         */
+                        format?: "png" | "jpeg";
+                        /**
+                         * @description JPEG quality.
+                         * @default 90
+                         */
+                        quality?: number;
+                        /** @default #ffffff */
+                        background?: string;
+                        /**
+                         * @description Text colour of a card.
+                         * @default #111111
+                         */
+                        color?: string;
+                        /** @default 64 */
+                        fontSize?: number;
+                    } & (unknown | unknown);
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "image.generate";
+                    arguments: {
+                        /**
+                         * @description Hosted model; the first available one when omitted.
+                         * @enum {string}
+                         */
+                        model?: "replicate/flux-schnell" | "fal/flux-schnell" | "openai/gpt-image-1";
+                        /** @description What to draw, at most 2000 characters. */
+                        prompt: string;
+                        /**
+                         * @description Number of images; each is charged.
+                         * @default 1
+                         */
+                        count?: number;
+                        /**
+                         * @description Width x height in pixels (Replicate uses the matching aspect ratio).
+                         * @default 1024x1024
+                         * @enum {string}
+                         */
+                        size?: "1024x1024" | "1024x1536" | "1536x1024";
+                        /**
+                         * @default png
+                         * @enum {string}
+                         */
+                        format?: "png" | "jpeg";
+                        /** @description Fixed seed for repeatable output (Replicate and fal). */
+                        seed?: number;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "image.transform";
+                    arguments: {
+                        /**
+                         * @description Image library.
+                         * @default sharp
+                         * @enum {string}
+                         */
+                        model?: "sharp";
+                        /** @description An uploaded PNG or JPEG of this project, at most 40,000,000 pixels once decoded; an undecodable file fails with invalid_input_file. */
+                        fileId: string;
+                        /** @description Region of the (auto-oriented) input to keep, applied before rotate and resize. It must lie within the image; a region reaching outside fails the execution with invalid_input_file (nothing charged). */
+                        crop?: {
+                            left: number;
+                            top: number;
+                            /** @description Crop width, 1..16384. */
+                            width: number;
+                            /** @description Crop height, 1..16384. */
+                            height: number;
+                        };
+                        /**
+                         * @description Clockwise rotation in degrees, applied after the crop.
+                         * @default 0
+                         * @enum {integer}
+                         */
+                        rotate?: 0 | 90 | 180 | 270;
+                        /** @description Final output box (1..4096 per side). cover/contain/fill give exactly width x height, inside fits within it (keeping the aspect ratio), outside covers it (keeping the aspect ratio; fails with invalid_input_file if a side would exceed 4096). Without resize the output keeps the cropped/rotated size, which must be at most 4096 per side. */
+                        resize?: {
+                            /** @description Box width, 1..4096. */
+                            width: number;
+                            /** @description Box height, 1..4096. */
+                            height: number;
+                            /**
+                             * @default inside
+                             * @enum {string}
+                             */
+                            fit?: "cover" | "contain" | "fill" | "inside" | "outside";
+                        };
+                        /**
+                         * @description Output format; the input format when omitted.
+                         * @enum {string}
+                         */
+                        format?: "png" | "jpeg";
+                        /**
+                         * @description JPEG quality 1..100 (ignored for PNG).
+                         * @default 90
+                         */
+                        quality?: number;
+                        /**
+                         * @description Padding colour for fit=contain, and what transparency is flattened onto in JPEG output.
+                         * @default #ffffff
+                         */
+                        background?: string;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "audio.speech";
+                    arguments: {
+                        /**
+                         * @description Speech synthesizer; the first available one when omitted.
+                         * @enum {string}
+                         */
+                        model?: "espeak-ng" | "openai/gpt-4o-mini-tts";
+                        /** @description Text to speak, 1 to 5000 characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged. */
+                        text: string;
+                        /**
+                         * @description Voice. espeak-ng: a language and accent (default en-us). openai/gpt-4o-mini-tts: one of alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer (default alloy).
+                         * @enum {string}
+                         */
+                        voice?: "en-us" | "en-gb" | "en-gb-scotland" | "en-gb-x-rp" | "en-029" | "de" | "fr-fr" | "fr-be" | "es" | "es-419" | "it" | "pt" | "pt-br" | "nl" | "sv" | "da" | "nb" | "fi" | "pl" | "cs" | "ru" | "uk" | "el" | "tr" | "hi" | "ar" | "ja" | "ko" | "cmn" | "vi" | "alloy" | "ash" | "ballad" | "coral" | "echo" | "fable" | "nova" | "onyx" | "sage" | "shimmer";
+                        /**
+                         * @description Speaking rate in words per minute, 80 to 450 (espeak-ng only).
+                         * @default 160
+                         */
+                        rate?: number;
+                        /**
+                         * @description Pitch, 0 (low) to 99 (high) (espeak-ng only).
+                         * @default 50
+                         */
+                        pitch?: number;
+                        /**
+                         * @description wav: 16-bit PCM. mp3.
+                         * @default wav
+                         * @enum {string}
+                         */
+                        format?: "wav" | "mp3";
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "audio.transcode";
+                    arguments: {
+                        /**
+                         * @description Transcoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description An uploaded WAV, MP3 or MP4 file of this project. For MP4 the first audio track is used; an MP4 without audio fails with invalid_input_file. */
+                        fileId: string;
+                        /**
+                         * @description wav: 16-bit PCM. mp3: libmp3lame VBR (at most 2 channels).
+                         * @enum {string}
+                         */
+                        format: "wav" | "mp3";
+                        /**
+                         * @description Where the output starts in the input, 0 to 43200 seconds. At or past the input's end fails with invalid_input_file (not charged).
+                         * @default 0
+                         */
+                        startSeconds?: number;
+                        /** @description Output length, more than 0 and at most 600 seconds. Default: to the input's end, cut at 600 seconds. The quote reserves the started seconds of the output this gives for the uploaded file (600 s for a file uploaded without measured facts). */
+                        durationSeconds?: number;
+                        /**
+                         * @description EBU R128 loudness normalisation (ffmpeg loudnorm: -16 LUFS integrated, -1.5 dBTP true peak).
+                         * @default false
+                         */
+                        normalize?: boolean;
+                        /**
+                         * @description Output sample rate in Hz. Default: the input's (for MP3, the nearest rate MP3 supports).
+                         * @enum {integer}
+                         */
+                        sampleRate?: 8000 | 16000 | 22050 | 44100 | 48000;
+                        /**
+                         * @description Output channels. Default: the input's (MP3: at most 2).
+                         * @enum {integer}
+                         */
+                        channels?: 1 | 2;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "video.slideshow";
+                    arguments: {
+                        /**
+                         * @description Encoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description 1 to 20 slides, shown in order. The durations may add up to at most 300 s. */
+                        slides: ({
+                            /** @description An uploaded PNG or JPEG image (at most 40 megapixels), scaled and letterboxed into the frame. */
+                            fileId?: string;
+                            /** @description A text card (1 to 500 characters), wrapped to the frame; lines that do not fit are dropped. */
+                            text?: string;
+                            /** @description How long the slide is shown, 0.5 to 30 s (rounded to whole frames). */
+                            seconds: number;
+                            /** @description Card colour, or the letterbox colour of an image. Default #000000. */
+                            background?: string;
+                            /** @description Text colour of a card (text slides only). Default #ffffff. */
+                            color?: string;
+                        } & (unknown | unknown))[];
+                        /** @description An uploaded WAV or MP3, encoded as AAC; cut at the end of the video or padded with silence to it. */
+                        soundtrackFileId?: string;
+                        /**
+                         * @description Frame width, even, 128 to 1920.
+                         * @default 1280
+                         */
+                        width?: number;
+                        /**
+                         * @description Frame height, even, 128 to 1080.
+                         * @default 720
+                         */
+                        height?: number;
+                        /**
+                         * @description Frames per second.
+                         * @default 25
+                         * @enum {integer}
+                         */
+                        fps?: 24 | 25 | 30;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "video.thumbnail";
+                    arguments: {
+                        /**
+                         * @description Decoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description An uploaded MP4 of this project with a video stream; an undecodable file or one without video fails with invalid_input_file. */
+                        fileId: string;
+                        /** @description 1..10 times in seconds (each 0..3600); each gives the first frame at or after it. A time beyond the video's duration fails the execution with invalid_input_file before any frame is extracted (nothing charged; times are not clamped). A time between the last frame and the end of the video gives the last frame. */
+                        times: number[];
+                        /** @description Frame width in pixels (16..1920); the height keeps the aspect ratio and is capped at 4096 (narrowing the frame). Without it, frames keep the video's width, scaled down to 1920 when wider. */
+                        width?: number;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "video.transcode";
+                    arguments: {
+                        /**
+                         * @description Encoder.
+                         * @default ffmpeg
+                         * @enum {string}
+                         */
+                        model?: "ffmpeg";
+                        /** @description An uploaded MP4 with a video stream (frames at most 4096x4096). */
+                        fileId: string;
+                        /** @description Output width, even, 128 to 1920; the height follows the aspect ratio (even). A frame that would be taller than 1920 px is fitted into width x 1920. Default: the input width, at most 1920. */
+                        width?: number;
+                        /**
+                         * @description Where the output starts in the input, 0 to 36000 s; must lie before the input's end.
+                         * @default 0
+                         */
+                        startSeconds?: number;
+                        /** @description Output length, over 0 and at most 300 s. Default: to the end of the input, at most 300 s. The quote reserves the started seconds of the output this gives for the uploaded file (300 s for a file uploaded without measured facts). */
+                        durationSeconds?: number;
+                        /**
+                         * @description x264 constant rate factor, 18 (best) to 35.
+                         * @default 23
+                         */
+                        crf?: number;
+                        /**
+                         * @description Keep the audio (encoded as AAC) when the input has any.
+                         * @default true
+                         */
+                        audio?: boolean;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "video.generate";
+                    arguments: {
+                        /**
+                         * @description Hosted model; the first available one when omitted.
+                         * @enum {string}
+                         */
+                        model?: "replicate/kling-v1.6-standard" | "fal/kling-video-v1-standard";
+                        prompt: string;
+                        /**
+                         * @description Video length; charged per second.
+                         * @default 5
+                         * @enum {integer}
+                         */
+                        durationSeconds?: 5 | 10;
+                        /**
+                         * @default 16:9
+                         * @enum {string}
+                         */
+                        aspectRatio?: "16:9" | "9:16" | "1:1";
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                } | {
+                    /** @constant */
+                    tool: "test.sleep";
+                    arguments: {
+                        /**
+                         * @default sleep
+                         * @enum {string}
+                         */
+                        model?: "sleep";
+                        /** @description Sleep per step. */
+                        seconds: number;
+                        steps: number;
+                        costMicrosPerStep: number;
+                        /** @description Zero-based step that fails. */
+                        failAtStep?: number;
+                    };
+                    /** @description priceVersion of the quote. */
+                    priceVersion: string;
+                    /** @description maximumChargeMicros of the quote (or more). The amount reserved is the current quote maximum, not this bound. */
+                    maximumChargeMicros: components["schemas"]["Micros"];
+                };
+            };
+        };
+    };
     headers: {
         /** @description Every response: results, keys and URLs must not be cached. */
         CacheControl: "no-store";
@@ -1564,22 +2678,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                /**
-                 * @example {
-                 *       "tool": "image.render",
-                 *       "arguments": {
-                 *         "text": "Hello, world",
-                 *         "width": 1200,
-                 *         "height": 900,
-                 *         "format": "png"
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["QuoteRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["QuoteRequest"];
         responses: {
             /** @description The quote. */
             200: {
@@ -1651,6 +2750,46 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getTool: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /** @description A tool name from the catalog (unknown name: 404 tool_not_found). */
+                tool: components["parameters"]["ToolPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tool's catalog entry: the same object as its item in `GET /tools`. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Tool"];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["ToolNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     submitExecution: {
         parameters: {
             query?: never;
@@ -1674,11 +2813,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["SubmitRequest"];
-            };
-        };
+        requestBody: components["requestBodies"]["SubmitRequest"];
         responses: {
             /** @description The execution has ended: a replay of an ended execution, or (with `Prefer: wait=N`) an execution that ended within the wait, which carries `Preference-Applied`. */
             200: {
@@ -2078,6 +3213,415 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["InternalErrorError"];
                 };
+            };
+        };
+    };
+    listWebhookEndpoints: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The live endpoints of the key’s project. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookEndpoint"][];
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RouteNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEndpointRequest"];
+            };
+        };
+        responses: {
+            /** @description The endpoint, with its secret (shown only here and by rotate-secret). */
+            201: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookEndpointWithSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["WebhookInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RouteNotFound"];
+            413: components["responses"]["RequestTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            id: components["schemas"]["WebhookEndpointId"];
+                            /** @constant */
+                            deleted: true;
+                        };
+                    };
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The endpoint with its new secret. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookEndpointWithSecret"];
+                    };
+                };
+            };
+            400: components["responses"]["WebhookInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            413: components["responses"]["RequestTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size 1-100 (else 400 invalid_request). */
+                limit?: components["parameters"]["Limit"];
+            };
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The deliveries. */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookDelivery"][];
+                    };
+                };
+            };
+            400: components["responses"]["ListInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    testWebhookEndpoint: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Optional caller request id (1-128 of letters, digits, `._:-`); echoed in the response, else a new one is generated. */
+                "X-Request-Id"?: components["parameters"]["RequestIdHeader"];
+            };
+            path: {
+                /**
+                 * @description Webhook endpoint id (`whk_` + ULID). Any other value, or an endpoint of another project, is 404 webhook_endpoint_not_found.
+                 * @example whk_01JD3Z8X4V6W2Q9R7T5Y1M3N8K
+                 */
+                id: components["parameters"]["WebhookEndpointIdPath"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description What the receiver answered (delivered: false with the reason when it did not answer 2xx). */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["CacheControl"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    "RateLimit-Limit": components["headers"]["RateLimitLimit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimitRemaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimitReset"];
+                    "RateLimit-Policy": components["headers"]["RateLimitPolicy"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WebhookTestResult"];
+                    };
+                };
+            };
+            400: components["responses"]["WebhookInvalid"];
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["WebhookEndpointNotFound"];
+            413: components["responses"]["RequestTooLarge"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    onExecutionSucceeded: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionSucceededEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onExecutionFailed: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onExecutionCancelled: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionCancelledEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onExecutionNeedsReview: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExecutionNeedsReviewEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    onWebhookTest: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The same on every attempt of this event to this endpoint. */
+                "webhook-id": string;
+                /** @description Unix seconds of this attempt; refuse one too far from now (replays). */
+                "webhook-timestamp": string;
+                /** @description Space-separated `v1,<base64>` signatures. */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookTestEvent"];
+            };
+        };
+        responses: {
+            /** @description Received. Any other answer, or none within 10 s, is retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -116,8 +116,8 @@ export type ImageRenderArguments = {
 
 /** image.generate: Generate images from a text prompt with a hosted model (Replicate, fal or OpenAI). */
 export type ImageGenerateArguments = {
-  /** Hosted model; the first available one when omitted. */
-  model?: 'replicate/flux-schnell' | 'fal/flux-schnell' | 'openai/gpt-image-1';
+  /** Hosted model; the first available one when omitted. openai/gpt-image-1 is retired (OpenAI shut it down on 2026-10-23). */
+  model?: 'replicate/flux-schnell' | 'fal/flux-schnell' | 'openai/gpt-image-1.5' | 'openai/gpt-image-1';
   /**
    * What to draw, at most 2000 characters.
    * @minLength 1
@@ -139,6 +139,11 @@ export type ImageGenerateArguments = {
   size?: '1024x1024' | '1024x1536' | '1536x1024';
   /** @default png */
   format?: 'png' | 'jpeg';
+  /**
+   * OpenAI models: image quality, which sets the price (high costs about 4 times medium). Replicate and fal ignore it.
+   * @default medium
+   */
+  quality?: 'low' | 'medium' | 'high';
   /**
    * Fixed seed for repeatable output (Replicate and fal).
    * @minimum 0
@@ -228,9 +233,9 @@ export type AudioSpeechArguments = {
   /** Speech synthesizer; the first available one when omitted. */
   model: 'openai/gpt-4o-mini-tts';
   /**
-   * Text to speak, 1 to 5000 characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged.
+   * Text to speak, 1 to 5000 characters (Unicode code points; 4096 for openai/gpt-4o-mini-tts) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged.
    * @minLength 1
-   * @maxLength 5000
+   * @maxLength 4096
    * @pattern \S
    */
   text: string;
@@ -259,7 +264,7 @@ export type AudioSpeechArguments = {
   /** Speech synthesizer; the first available one when omitted. */
   model?: 'espeak-ng';
   /**
-   * Text to speak, 1 to 5000 characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged.
+   * Text to speak, 1 to 5000 characters (Unicode code points; 4096 for openai/gpt-4o-mini-tts) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged.
    * @minLength 1
    * @maxLength 5000
    * @pattern \S

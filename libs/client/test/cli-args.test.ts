@@ -1,6 +1,7 @@
 import { parseArgValue, parseArguments, parseFiles, parseIntegerOption, parsePath, UsageError } from '../src/cli/args';
 import { describeFacts } from '../src/cli/commands';
-import { describeError, pointerToPath } from '../src/cli/describe-error';
+import { describeError } from '../src/cli/describe-error';
+import { pointerToPath } from '../src/error-words';
 import { exampleCommand } from '../src/cli/describe-tool';
 import { table, usd, wrap } from '../src/cli/format';
 import { main } from '../src/cli/main';

@@ -240,7 +240,12 @@ describe('tes', () => {
       rich.secret,
     );
     expect(invalid.code).toBe(1);
-    expect(invalid.stderr).toBe('tes quote: invalid arguments:\n  arguments must NOT have additional properties: txet\n  steps must be <= 20\n');
+    // The gateway's hint per problem: the field, what it should be (issue #29).
+    expect(invalid.stderr).toBe(
+      'tes quote: invalid arguments:\n' +
+        '  arguments.txet is not a property of test.sleep (its properties: model, seconds, steps, costMicrosPerStep, failAtStep)\n' +
+        '  arguments.steps must be <= 20\n',
+    );
     const noKey = await tes(['tools'], undefined);
     expect(noKey.code).toBe(2);
     expect(noKey.stderr).toContain('TES_API_KEY');

@@ -74,6 +74,7 @@ const EXPECTED: Record<CoreCode, new (...a: never[]) => TesApiError> = {
   execution_not_found: NotFoundError,
   artifact_not_found: NotFoundError,
   artifact_expired: NotFoundError,
+  webhook_endpoint_not_found: NotFoundError,
   method_not_allowed: NotFoundError,
   idempotency_key_reused: IdempotencyConflictError,
   rate_limit_exceeded: RateLimitedError,
@@ -100,7 +101,8 @@ describe('error codes', () => {
     expect(err).toBeInstanceOf(TesError);
     expect(err.constructor).toBe(EXPECTED[code]);
     expect([err.status, err.errorStatus, err.code, err.details, err.requestId]).toEqual([http, status, code, { x: 1 }, 'req-1']);
-    expect(err.message).toBe(`${code} (HTTP ${http}, request req-1)`);
+    // A sentence first (error-sentences.test.ts), then the stable code, the status and the request id.
+    expect(err.message).toMatch(new RegExp(`^[^_]+ \\(${code}, HTTP ${http}, request req-1\\)$`));
     expect(err.name).toBe(EXPECTED[code].name);
     // Only 5xx other than execution_disabled are resent as they are.
     expect(err.retryable).toBe(http >= 500 && code !== 'execution_disabled');

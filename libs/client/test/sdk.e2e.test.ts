@@ -400,8 +400,16 @@ describe('reads and typed errors', () => {
     const bad = await c.quote(untyped('test.sleep'), { steps: 99 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(InvalidRequestError);
     expect((bad as InvalidRequestError).details?.errors).toEqual(expect.arrayContaining([expect.objectContaining({ instancePath: '/steps' })]));
+    // A typo reads as a sentence naming the field and the property it misspells (issue #29);
+    // the response passed the OpenAPI check in recordingFetch, error.message is still the code.
+    const typo = await c.quote(untyped('audio.speech'), { txt: 'x' }).catch((e: unknown) => e);
+    expect(typo).toBeInstanceOf(InvalidRequestError);
+    expect((typo as InvalidRequestError).code).toBe('invalid_arguments');
+    expect((typo as InvalidRequestError).message).toMatch(
+      /^invalid arguments: arguments\.txt is not a property of audio\.speech; did you mean text\? \(invalid_arguments, HTTP 400, request \S+\)$/,
+    );
     await expect(c.execution('exe_01JD3Z8X4V6W2Q9R7T5Y1M3N8K')).rejects.toMatchObject({ code: 'execution_not_found' });
-    expect(sent).toHaveLength(3);
+    expect(sent).toHaveLength(4);
     await expect(new TesClient({ apiKey: 'tes_nope', baseUrl: stack.baseUrl }).tools()).rejects.toMatchObject({
       code: 'platform_api_key_invalid',
       status: 401,

@@ -144,7 +144,14 @@ export interface Config {
    * Default 1 s, 5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h, 8 h (32 h in all).
    */
   readonly webhookRetryDelaysMs: readonly number[];
-  readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string };
+  /** `falApi`: fal's platform API (model metadata, read by `admin models check`), apart from its queue. */
+  readonly providerBaseUrls: { readonly replicate: string; readonly fal: string; readonly openai: string; readonly falApi: string };
+  /**
+   * MODEL_RETIREMENTS: retirement dates an operator sets or moves ("tool:model" -> the first
+   * UTC day the model is refused, YYYY-MM-DD), over the catalog's own, for a provider's notice
+   * that came after the release. E.g. "audio.speech:openai/gpt-4o-mini-tts=2027-01-06".
+   */
+  readonly modelRetirements: Readonly<Record<string, string>>;
   readonly providers: {
     readonly replicateApiToken: string | undefined;
     readonly openaiApiKey: string | undefined;
@@ -271,6 +278,19 @@ export function loadConfig(env: Env = process.env): Config {
       return fallback;
     }
     return parts.map(Number);
+  };
+  /** "tool:model=YYYY-MM-DD" pairs, comma-separated; the catalog checks that each model exists. */
+  const retirements = (name: string): Record<string, string> => {
+    const out: Record<string, string> = {};
+    for (const entry of (env[name] ?? '')
+      .split(',')
+      .map((e) => e.trim())
+      .filter(Boolean)) {
+      const m = /^([a-z0-9.]+:[^=\s]+)=(\d{4}-\d{2}-\d{2})$/.exec(entry);
+      if (!m || Number.isNaN(Date.parse(`${m[2]}T00:00:00Z`))) problems.push(`${name}: "${entry}" is not tool:model=YYYY-MM-DD`);
+      else out[m[1]!] = m[2]!;
+    }
+    return out;
   };
   const url = (name: string, fallback: string, protocols: string[]): string => {
     const v = str(name, fallback);
@@ -417,7 +437,9 @@ export function loadConfig(env: Env = process.env): Config {
       replicate: url('REPLICATE_BASE_URL', 'https://api.replicate.com/v1', ['https:', 'http:']),
       fal: url('FAL_QUEUE_URL', 'https://queue.fal.run', ['https:', 'http:']),
       openai: url('OPENAI_BASE_URL', 'https://api.openai.com/v1', ['https:', 'http:']),
+      falApi: url('FAL_API_URL', 'https://api.fal.ai/v1', ['https:', 'http:']),
     },
+    modelRetirements: retirements('MODEL_RETIREMENTS'),
     providers: {
       replicateApiToken: env.REPLICATE_API_TOKEN || undefined,
       openaiApiKey: env.OPENAI_API_KEY || undefined,

@@ -215,3 +215,18 @@ describe('loadConfig', () => {
     }
   });
 });
+
+describe('MODEL_RETIREMENTS', () => {
+  it('reads tool:model=YYYY-MM-DD pairs; none by default; a malformed entry is a problem', () => {
+    expect(loadConfig({}).modelRetirements).toEqual({});
+    expect(
+      loadConfig({ MODEL_RETIREMENTS: 'audio.speech:openai/gpt-4o-mini-tts=2027-01-06, image.generate:fal/flux-schnell=2028-02-01' }).modelRetirements,
+    ).toEqual({
+      'audio.speech:openai/gpt-4o-mini-tts': '2027-01-06',
+      'image.generate:fal/flux-schnell': '2028-02-01',
+    });
+    expect(problemsOf({ MODEL_RETIREMENTS: 'audio.speech:openai/gpt-4o-mini-tts=6 Jan 2027' })).toEqual([
+      'MODEL_RETIREMENTS: "audio.speech:openai/gpt-4o-mini-tts=6 Jan 2027" is not tool:model=YYYY-MM-DD',
+    ]);
+  });
+});

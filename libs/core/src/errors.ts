@@ -37,6 +37,7 @@ export const ERROR_CODES = [
   'execution_not_found',
   'artifact_not_found',
   'artifact_expired',
+  'webhook_endpoint_not_found',
   // 405: the gateway's choice for a method a known path does not take (docs/api.md#errors)
   'method_not_allowed',
   // 409

@@ -21,6 +21,9 @@ export const CANONICAL_MIME: Record<UploadFormat, string> = {
 
 export const ACCEPTED_UPLOAD_MIME_TYPES = Object.keys(MIME_TO_FORMAT);
 
+/** The largest file POST /tools/upload takes, decoded (the SDK's MAX_UPLOAD_BYTES must agree: tested). */
+export const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
+
 export function formatForMime(mimeType: string): UploadFormat | null {
   return MIME_TO_FORMAT[mimeType.trim().toLowerCase()] ?? null;
 }

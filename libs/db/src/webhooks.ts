@@ -31,31 +31,68 @@ export interface WebhookEndpoint {
   createdAt: string;
 }
 
-/** Registers an endpoint; the secret is returned here only (Standard Webhooks: "whsec_" + base64 of 24 random bytes). */
+const ENDPOINT_COLUMNS = ['id', 'project_id', 'url', 'events', 'created_at'];
+
+/** A new signing secret (Standard Webhooks: "whsec_" + base64 of 24 random bytes). */
+function newSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}
+
+/** Registers an endpoint; the secret is returned here only. */
 export async function createWebhookEndpoint(
   db: Knex,
   input: { projectId: string; url: string; events?: readonly WebhookEvent[] },
 ): Promise<WebhookEndpoint & { secret: string }> {
-  const secret = `whsec_${randomBytes(24).toString('base64')}`;
+  const secret = newSecret();
   const [row] = await db('webhook_endpoints')
     .insert({ id: newId('whk'), project_id: input.projectId, url: input.url, secret, events: [...(input.events ?? WEBHOOK_EVENTS)] })
-    .returning<Record<string, unknown>[]>(['id', 'project_id', 'url', 'events', 'created_at']);
+    .returning<Record<string, unknown>[]>(ENDPOINT_COLUMNS);
   return { ...toEndpoint(row!), secret };
 }
 
 export async function listWebhookEndpoints(db: Knex, projectId: string): Promise<WebhookEndpoint[]> {
-  const rows = await db('webhook_endpoints')
-    .select('id', 'project_id', 'url', 'events', 'created_at')
-    .where({ project_id: projectId })
-    .whereNull('deleted_at')
-    .orderBy('id');
+  const rows = await db('webhook_endpoints').select(ENDPOINT_COLUMNS).where({ project_id: projectId }).whereNull('deleted_at').orderBy('id');
   return rows.map(toEndpoint);
 }
 
-/** Deletes an endpoint: no new deliveries; pending ones are marked failed. False when unknown or already deleted. */
-export async function deleteWebhookEndpoint(db: Knex, id: string): Promise<boolean> {
+/**
+ * A live endpoint of `projectId`, with its secret (to sign a test event), or null: another
+ * project's endpoint is as unknown as a deleted or never-created one.
+ */
+export async function getWebhookEndpoint(db: Knex, projectId: string, id: string): Promise<(WebhookEndpoint & { secret: string }) | null> {
+  const row = await db('webhook_endpoints')
+    .select([...ENDPOINT_COLUMNS, 'secret'])
+    .where({ id, project_id: projectId })
+    .whereNull('deleted_at')
+    .first<Record<string, unknown> | undefined>();
+  return row ? { ...toEndpoint(row), secret: row.secret as string } : null;
+}
+
+/**
+ * Gives a live endpoint of `projectId` a new secret, returned here only; null when there is
+ * none. The old secret stops at once: every attempt from now on, retries of earlier events
+ * included, is signed with the new one (the deliverer reads the secret when it claims).
+ */
+export async function rotateWebhookSecret(db: Knex, projectId: string, id: string): Promise<(WebhookEndpoint & { secret: string }) | null> {
+  const secret = newSecret();
+  const [row] = await db('webhook_endpoints')
+    .where({ id, project_id: projectId })
+    .whereNull('deleted_at')
+    .update({ secret })
+    .returning<Record<string, unknown>[]>(ENDPOINT_COLUMNS);
+  return row ? { ...toEndpoint(row), secret } : null;
+}
+
+/**
+ * Deletes an endpoint: no new deliveries; pending ones are marked failed. False when unknown,
+ * already deleted, or (with `projectId`, as the API asks) another project's.
+ */
+export async function deleteWebhookEndpoint(db: Knex, id: string, projectId?: string): Promise<boolean> {
   return db.transaction(async (trx) => {
-    const n = await trx('webhook_endpoints').where({ id }).whereNull('deleted_at').update({ deleted_at: trx.fn.now() });
+    const n = await trx('webhook_endpoints')
+      .where({ id, ...(projectId === undefined ? {} : { project_id: projectId }) })
+      .whereNull('deleted_at')
+      .update({ deleted_at: trx.fn.now() });
     if (n === 0) return false;
     await trx('webhook_deliveries').where({ endpoint_id: id, status: 'pending' }).update({ status: 'failed', last_error: ENDPOINT_DELETED });
     return true;
@@ -76,24 +113,48 @@ export interface WebhookDelivery {
   deliveredAt: string | null;
 }
 
+const DELIVERY_COLUMNS = [
+  'id',
+  'endpoint_id',
+  'execution_id',
+  'event_type',
+  'status',
+  'attempts',
+  'last_status_code',
+  'last_error',
+  'next_attempt_at',
+  'created_at',
+  'delivered_at',
+];
+
 export async function listWebhookDeliveries(db: Knex, executionId: string): Promise<WebhookDelivery[]> {
   const rows = await db('webhook_deliveries')
-    .select(
-      'id',
-      'endpoint_id',
-      'execution_id',
-      'event_type',
-      'status',
-      'attempts',
-      'last_status_code',
-      'last_error',
-      'next_attempt_at',
-      'created_at',
-      'delivered_at',
-    )
+    .select(DELIVERY_COLUMNS)
     .where({ execution_id: executionId })
     .orderBy([{ column: 'created_at' }, { column: 'id' }]);
-  return rows.map((r: Record<string, unknown>) => ({
+  return rows.map(toDelivery);
+}
+
+/**
+ * An endpoint's most recent deliveries, newest first, at most `limit`; only `projectId`'s
+ * (another project's endpoint id finds nothing). The rows are kept as long as retention keeps
+ * them (WEBHOOK_DELIVERY_RETENTION_DAYS). Reads webhook_deliveries by endpoint_id: an
+ * endpoint's deliveries are few beside the table, and the (project_id, ...) index narrows them.
+ */
+export async function listEndpointDeliveries(db: Knex, projectId: string, endpointId: string, limit: number): Promise<WebhookDelivery[]> {
+  const rows = await db('webhook_deliveries')
+    .select(DELIVERY_COLUMNS)
+    .where({ endpoint_id: endpointId, project_id: projectId })
+    .orderBy([
+      { column: 'created_at', order: 'desc' },
+      { column: 'id', order: 'desc' },
+    ])
+    .limit(limit);
+  return rows.map(toDelivery);
+}
+
+function toDelivery(r: Record<string, unknown>): WebhookDelivery {
+  return {
     id: r.id as string,
     endpointId: r.endpoint_id as string,
     executionId: r.execution_id as string,
@@ -105,7 +166,7 @@ export async function listWebhookDeliveries(db: Knex, executionId: string): Prom
     nextAttemptAt: r.status === 'pending' ? iso(r.next_attempt_at as Date) : null,
     createdAt: iso(r.created_at as Date)!,
     deliveredAt: iso(r.delivered_at as Date | null),
-  }));
+  };
 }
 
 /** The public execution as the statement that caused an event left it (migration 20261126000070). */

@@ -42,7 +42,11 @@ export function addressRefusal(address: string): string | null {
   if (v6.isIPv4MappedAddress()) return ipv4Refusal(v6.toIPv4Address(), 'IPv4-mapped ');
   if (v6.match(NAT64, 96)) return ipv4Refusal(new ipaddr.IPv4(v6.toByteArray().slice(12)), 'NAT64 of ');
   if (!v6.match(GLOBAL_UNICAST, 3)) {
-    if (v6.match(ipaddr.IPv6.parse('::'), 96)) return 'IPv4-compatible (deprecated) or unspecified';
+    if (v6.match(ipaddr.IPv6.parse('::'), 96)) {
+      // ::1 and :: sit in ::/96 too; named as what they are (the reason reaches callers at creation)
+      const special = v6.range();
+      return special === 'loopback' || special === 'unspecified' ? special : 'IPv4-compatible (deprecated)';
+    }
     const range = v6.range();
     return range === 'unicast' ? 'outside global unicast (2000::/3)' : range;
   }
@@ -86,4 +90,22 @@ export async function checkDestination(url: string, allowPrivate: boolean, looku
 
 async function resolveAll(host: string): Promise<string[]> {
   return (await dns.lookup(host, { all: true })).map((a) => a.address);
+}
+
+/**
+ * Why `raw` cannot be a webhook endpoint's URL, or null: an absolute http(s) URL of at most
+ * 2000 characters without credentials in it (a secret in a URL ends up in logs and proxies;
+ * the signature authenticates each delivery). The admin CLI and the API say the same.
+ */
+export function endpointUrlProblem(raw: string): string | null {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    return 'must be an absolute http:// or https:// URL';
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') return 'must be an absolute http:// or https:// URL';
+  if (u.username || u.password) return 'must not carry credentials; the signature authenticates each delivery';
+  if (raw.length > 2_000) return 'is longer than 2000 characters';
+  return null;
 }

@@ -1,3 +1,3 @@
-export { addressRefusal, BlockedAddressError, checkDestination } from './address';
+export { addressRefusal, BlockedAddressError, checkDestination, endpointUrlProblem } from './address';
 export * from './http';
 export * from './webhook-signature';

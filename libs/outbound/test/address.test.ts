@@ -47,6 +47,18 @@ describe('addressRefusal', () => {
     expect(addressRefusal(address)).not.toBeNull();
   });
 
+  // The reason is shown to the caller when an endpoint is refused at creation (issue #29): the
+  // IPv6 loopback and unspecified addresses are named as such, not as the ::/96 form they sit in.
+  it.each([
+    ['::1', 'loopback'],
+    ['::', 'unspecified'],
+    ['::7f00:1', 'IPv4-compatible (deprecated)'],
+    ['127.0.0.1', 'loopback'],
+    ['169.254.169.254', 'linkLocal'],
+  ])('names %s as %s', (address, reason) => {
+    expect(addressRefusal(address)).toBe(reason);
+  });
+
   it.each([
     ['8.8.8.8', 'public IPv4'],
     ['::ffff:8.8.8.8', 'IPv4-mapped public'],

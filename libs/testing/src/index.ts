@@ -9,3 +9,4 @@ export * from './tcp-relay';
 export * from './use-database';
 export * from './history';
 export * from './schema-dump';
+export * from './provider-contracts';

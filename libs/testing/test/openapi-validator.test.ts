@@ -281,7 +281,7 @@ describe('OpenApiValidator accepts real responses', () => {
   it('a 405 method_not_allowed with Allow for a method a listed path does not take', () => {
     const e = (allowedMethods: string[]) => errorOf('method_not_allowed', { allowedMethods });
     ok('DELETE', `/tools/executions/${queued.id}`, 405, e(['GET', 'HEAD']).body, headers({ allow: 'GET, HEAD' }));
-    ok('GET', '/tools/quote', 405, e(['POST']).body, headers({ allow: 'POST' }));
+    ok('PUT', '/tools/quote', 405, e(['GET', 'HEAD', 'POST']).body, headers({ allow: 'GET, HEAD, POST' }));
     ok('OPTIONS', '/openapi.json', 405, e(['GET', 'HEAD']).body, headers({ allow: 'GET, HEAD' }, false));
   });
 });
@@ -320,8 +320,8 @@ describe('OpenApiValidator rejects', () => {
     ]);
     expect(problems('GET', '/nope', 200, {}, headers({}, false))).toEqual([expect.stringMatching(/no path template/)]);
     // a known path with a method it does not take: 405 with Allow, not 404
-    expect(problems('GET', '/tools/quote', 404, errorOf('route_not_found').body)).toEqual([expect.stringMatching(/may only answer 405/)]);
-    expect(problems('GET', '/tools/quote', 405, errorOf('method_not_allowed', { allowedMethods: ['POST'] }).body)).toEqual([
+    expect(problems('PUT', '/tools/quote', 404, errorOf('route_not_found').body)).toEqual([expect.stringMatching(/may only answer 405/)]);
+    expect(problems('PUT', '/tools/quote', 405, errorOf('method_not_allowed', { allowedMethods: ['GET', 'HEAD', 'POST'] }).body)).toEqual([
       expect.stringMatching(/Allow is missing/),
     ]);
     const strict = new OpenApiValidator(doc, { strictOperations: true });
@@ -379,7 +379,9 @@ describe('path matching', () => {
     expect(id('GET', '/tools/project')).toBe('getProject');
     expect(id('GET', '/tools/usage')).toBe('getUsage');
     expect(id('GET', '/tools/')).toBe('listTools');
-    expect(id('GET', '/tools/image.render')).toBeUndefined();
+    expect(id('GET', '/tools/image.render')).toBe('getTool');
+    expect(id('GET', '/tools/quote')).toBe('getTool');
+    expect(id('PUT', '/tools/image.render')).toBeUndefined();
     expect(id('POST', `/tools/executions/${queued.id}/cancel`)).toBe('cancelExecution');
     expect(id('GET', `/tools/executions/${queued.id}/artifacts/art_x/download`)).toBe('getArtifactDownload');
     expect(id('GET', '/openapi.json')).toBe('getOpenApiDocument');

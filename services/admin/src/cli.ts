@@ -42,7 +42,8 @@ function generalHelp(): string {
     '"> admin" banner on stdout, ahead of the JSON or CSV.',
     'Configuration comes from the environment (DATABASE_URL, ...).',
     'Exit status: 0 ok; 1 failed precondition (an unknown id, a state the command cannot act on,',
-    'a price list changed since export; ledger audit: an invariant broken); 2 bad usage.',
+    'a price list changed since export; ledger audit: an invariant broken; models check: a model',
+    'its provider disagrees on or that could not be checked); 2 bad usage.',
   ].join('\n');
 }
 
@@ -111,6 +112,7 @@ export async function runCli(argv: string[], connect: () => Knex, io: CliIo, set
     else if (command.render && wantsTable(values, io)) io.out((command.render as (r: unknown) => string)(result));
     else io.out(JSON.stringify(result, null, 2));
     if (command.name === 'ledger audit' && !(result as { ok: boolean }).ok) return 1;
+    if (command.failed?.(result)) return 1;
     return 0;
   } catch (err) {
     if (err instanceof UsageError) {

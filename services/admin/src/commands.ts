@@ -17,6 +17,7 @@ import {
   setMonthlyCap,
   settleExecution,
 } from '@tes/db';
+import { MODEL_COMMANDS } from './model-commands';
 import { QUEUE_COMMANDS } from './queue-commands';
 import { READ_COMMANDS } from './read-commands';
 import { idOption, micros, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
@@ -250,6 +251,7 @@ export const COMMANDS: CommandSpec[] = [
   },
   ...WEBHOOK_COMMANDS,
   ...QUEUE_COMMANDS,
+  ...MODEL_COMMANDS,
   ...READ_COMMANDS,
   {
     name: 'dev seed',

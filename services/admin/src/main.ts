@@ -23,7 +23,15 @@ async function main(): Promise<void> {
       err: (t) => process.stderr.write(`${t}\n`),
       tty: process.stdout.isTTY,
     },
-    { webhookAllowPrivate: config.webhookAllowPrivate, projectSlotShare: config.projectSlotShare },
+    {
+      webhookAllowPrivate: config.webhookAllowPrivate,
+      projectSlotShare: config.projectSlotShare,
+      modelRetirements: config.modelRetirements,
+      providers: {
+        baseUrls: config.providerBaseUrls,
+        credentials: { openai: config.providers.openaiApiKey, replicate: config.providers.replicateApiToken, fal: config.providers.falKey },
+      },
+    },
   );
   process.exitCode = code;
 }

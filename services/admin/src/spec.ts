@@ -23,6 +23,13 @@ export interface CliSettings {
   webhookAllowPrivate: boolean;
   /** PROJECT_SLOT_SHARE: the default limit `queue show` reports (0.5 when not given). */
   projectSlotShare?: number;
+  /** MODEL_RETIREMENTS: the operator's retirement dates, over the catalog's (`models check`). */
+  modelRetirements?: Readonly<Record<string, string>>;
+  /** The provider base URLs and credentials `models check` asks with (absent: nothing is checked). */
+  providers?: {
+    baseUrls: { openai: string; replicate: string; falApi: string };
+    credentials: { openai?: string | undefined; replicate?: string | undefined; fal?: string | undefined };
+  };
 }
 
 export interface CommandSpec {
@@ -48,6 +55,8 @@ export interface CommandSpec {
   ): Promise<unknown>;
   /** The human-readable form (tables). With it, the command also takes --json for the result as JSON. */
   render?: (result: never) => string;
+  /** The result reports a failure (printed all the same): exit 1. */
+  failed?: (result: unknown) => boolean;
 }
 
 export function micros(value: string | boolean | undefined, name: string): number {

@@ -10,22 +10,15 @@ import {
   type WebhookDelivery,
   type WebhookEvent,
 } from '@tes/db';
-import { BlockedAddressError, checkDestination } from '@tes/outbound';
+import { BlockedAddressError, checkDestination, endpointUrlProblem } from '@tes/outbound';
 import { table } from './format';
 import { command, idOption, optional, PreconditionError, required, UsageError, type CommandSpec } from './spec';
 
-/** An http(s) URL without credentials in it (a secret in a URL ends up in logs and proxies). */
+/** An http(s) URL without credentials in it (endpointUrlProblem: the API's rule too). */
 function endpointUrl(raw: string): string {
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new UsageError('--url must be an absolute http:// or https:// URL');
-  }
-  if (u.protocol !== 'https:' && u.protocol !== 'http:') throw new UsageError('--url must be an absolute http:// or https:// URL');
-  if (u.username || u.password) throw new UsageError('--url must not carry credentials; the signature authenticates each delivery');
-  if (raw.length > 2_000) throw new UsageError('--url is longer than 2000 characters');
-  return u.toString();
+  const problem = endpointUrlProblem(raw);
+  if (problem !== null) throw new UsageError(`--url ${problem}`);
+  return new URL(raw).toString();
 }
 
 /**

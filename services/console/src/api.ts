@@ -51,7 +51,7 @@ export class Api {
 
   /** A JSON request; resolves with the whole parsed body, throws ApiError for any non-2xx. */
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- the caller names the body's type (openapi.json's, through @tes/client)
-  async call<T>(method: 'GET' | 'POST', path: string, options: CallOptions = {}): Promise<{ body: T; status: number; headers: Headers }> {
+  async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, options: CallOptions = {}): Promise<{ body: T; status: number; headers: Headers }> {
     const res = await this.send(method, path, options);
     const requestId = res.headers.get('x-request-id');
     let body: unknown;
@@ -68,7 +68,7 @@ export class Api {
   }
 
   /** The raw response (the event stream reads its body as it arrives). */
-  async send(method: 'GET' | 'POST', path: string, options: CallOptions = {}): Promise<Response> {
+  async send(method: 'GET' | 'POST' | 'DELETE', path: string, options: CallOptions = {}): Promise<Response> {
     const headers: Record<string, string> = { Authorization: `Bearer ${this.key}`, Accept: 'application/json', ...options.headers };
     if (options.body !== undefined) headers['Content-Type'] = 'application/json';
     try {
@@ -100,6 +100,10 @@ export class Api {
 
   catalog(): Promise<Catalog> {
     return this.data('/tools');
+  }
+
+  execution(id: string): Promise<Execution> {
+    return this.data(`/tools/executions/${encodeURIComponent(id)}`);
   }
 
   /** A fresh download URL (valid ≤ 300 s) for an artifact. */

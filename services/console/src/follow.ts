@@ -1,5 +1,6 @@
-// the SDK's parser as its own dependency-free source file (the SDK's entry is built for Node)
-import { SseParser, type SseEvent } from '@tes/client/src/sse';
+// The SDK's parser, from its source: the SDK's entry is CommonJS for Node, which Vite does not
+// bundle from a linked workspace; sse.ts imports nothing.
+import { SseParser, type SseEvent } from '../../../libs/client/src/sse';
 import { ApiError, TERMINAL, type Api, type Execution } from './api';
 
 /**

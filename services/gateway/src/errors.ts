@@ -50,6 +50,7 @@ export function httpFor(code: ErrorCode): { http: number; status: ErrorStatus } 
     case 'execution_not_found':
     case 'artifact_not_found':
     case 'artifact_expired':
+    case 'webhook_endpoint_not_found':
       return { http: 404, status: 'NOT_FOUND' };
     // The gateway's own code for a method the path does not take (with an Allow header). The
     // canonical status is grpc-gateway's for the same case (a routing 405 is UNIMPLEMENTED).

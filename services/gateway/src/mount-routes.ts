@@ -90,7 +90,7 @@ function keyChain(key: string, route: KeyRoute, operation: CompiledOperation): C
       await pass(upload.parse, req, res);
       checkStorable(req.body, {});
     }
-    route.precheck?.(req, operation);
+    route.precheck?.(req, operation, auth);
     const query = operation.query ? operation.query(req.query) : req.query;
     const body = operation.body ? operation.body(req.body) : undefined;
     await route.handle({ req, res, auth, query, body });

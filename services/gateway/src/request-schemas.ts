@@ -84,12 +84,19 @@ export class RequestSchemas {
     };
   }
 
+  /**
+   * The body's check: its application/json schema, or the schema its `x-gateway-schema` names
+   * when it has one. Quote's and submit's schemas are typed per tool for callers (generated from
+   * the catalog); the gateway checks only their envelope, and the catalog the tool and its
+   * arguments, with its own answers (404 tool_not_found, 400 invalid_arguments).
+   */
   private bodyCheck(at: string, operation: Record<string, unknown>): Check<unknown> | undefined {
     if (operation.requestBody === undefined) return undefined;
     const body = this.deref(`${at}/requestBody`);
     const media = isObject(body.value.content) ? body.value.content['application/json'] : undefined;
     if (!isObject(media) || media.schema === undefined) throw new Error(`${at}: the request body has no application/json schema`);
-    return checkWith(this.validator(`${body.pointer}/content/application~1json/schema`));
+    const checked = media['x-gateway-schema'] === undefined ? 'schema' : 'x-gateway-schema';
+    return checkWith(this.validator(`${body.pointer}/content/application~1json/${checked}`));
   }
 
   private queryCheck(params: Parameter[]): Check<unknown> {

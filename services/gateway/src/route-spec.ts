@@ -28,7 +28,7 @@ export type BodyReading = 'json' | 'none' | 'upload';
 
 /** An endpoint that takes an API key (every one under /tools). */
 export interface KeyRoute<B = unknown, Q = unknown> {
-  method: 'get' | 'post';
+  method: 'get' | 'post' | 'delete';
   /** The OpenAPI path template; the operation there supplies the request schemas. */
   path: string;
   /** The operation's operationId, checked against the document at start. */
@@ -41,9 +41,10 @@ export interface KeyRoute<B = unknown, Q = unknown> {
   admit?: RequestHandler;
   /**
    * Refusals that outrank the body's shape: run after the scope check, before the query and
-   * the body are checked. `operation` checks header parameters against the document.
+   * the body are checked. `operation` checks header parameters against the document; `auth`
+   * is the caller (a role the route requires outranks the body's shape too).
    */
-  precheck?(req: Request, operation: CompiledOperation): void;
+  precheck?(req: Request, operation: CompiledOperation, auth: AuthContext): void;
   handle(ctx: RouteContext<B, Q>): Promise<void>;
 }
 

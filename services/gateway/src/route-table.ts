@@ -4,7 +4,7 @@ import { markRoute } from './access-log';
 
 /** A route as the table sees it: an HTTP method and an OpenAPI path template. */
 export interface RouteKey {
-  method: 'get' | 'post';
+  method: 'get' | 'post' | 'delete';
   /** OpenAPI path template: literal segments and `{name}` parameters ('/tools/{tool}'). */
   path: string;
 }

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { PriceList } from '@tes/catalog';
-import { DEFAULT_PRICE_LIST } from '@tes/catalog';
-import { getCurrentPriceVersion, getExecutionEnabled, getUnavailableModels, publishPrices } from '@tes/db';
+import { DEFAULT_PRICE_LIST, utcDay } from '@tes/catalog';
+import { databaseTime, getCurrentPriceVersion, getExecutionEnabled, getUnavailableModels, publishPrices } from '@tes/db';
 
 export interface CurrentSettings {
   priceVersion: string;
@@ -9,6 +9,11 @@ export interface CurrentSettings {
   executionEnabled: boolean;
   /** Models the workers reported they cannot run ("tool:model"). */
   unavailable: ReadonlySet<string>;
+  /**
+   * The database's UTC day (tes_now()), the day a model's retirement is compared with: one
+   * clock for every gateway, read with the settings (so up to their TTL late at midnight).
+   */
+  today: string;
 }
 
 /**
@@ -41,8 +46,8 @@ export class SettingsCache {
       await publishPrices(this.db, DEFAULT_PRICE_LIST);
       current = await getCurrentPriceVersion(this.db);
     }
-    const [executionEnabled, unavailable] = await Promise.all([getExecutionEnabled(this.db), getUnavailableModels(this.db)]);
-    this.value = { priceVersion: current!.version, prices: current!.prices as PriceList, executionEnabled, unavailable };
+    const [executionEnabled, unavailable, now] = await Promise.all([getExecutionEnabled(this.db), getUnavailableModels(this.db), databaseTime(this.db)]);
+    this.value = { priceVersion: current!.version, prices: current!.prices as PriceList, executionEnabled, unavailable, today: utcDay(now) };
     this.loadedAt = Date.now();
     return this.value;
   }

@@ -1,4 +1,4 @@
-import type { ToolArgs, ToolName, ToolStep } from '@tes/catalog';
+import type { ProviderUsage, ToolArgs, ToolName, ToolStep } from '@tes/catalog';
 import type { StepRecord } from '@tes/db';
 import type { Logger } from '@tes/observability';
 import type { SharpSandbox } from './media/sharp-sandbox';
@@ -17,6 +17,11 @@ export interface StepResult {
    * step). The engine prices them with the catalog under the execution's price version.
    */
   units: number;
+  /**
+   * What the provider reported it billed for the step (OpenAI images' token `usage`), when it
+   * reports it: the catalog prices the step from it instead of from the units alone.
+   */
+  usage?: ProviderUsage;
   /** Small JSON a later attempt or step may need (never file bytes). */
   checkpoint?: Record<string, unknown>;
   files?: ProducedFile[];
@@ -57,6 +62,12 @@ export interface StepContext {
    * soon as the provider answered the create, before anything else can fail.
    */
   recordExternalRef(ref: string, checkpoint?: Record<string, unknown>): Promise<void>;
+  /**
+   * Durably records that the provider took nothing (it refused the request) and the step waits
+   * to send it again on a re-check, with a checkpoint for that run. `null` clears the record:
+   * call it before sending again, so a crash after the send is never followed by a second one.
+   */
+  recordUnsent(checkpoint: Record<string, unknown> | null): Promise<void>;
   /**
    * The database's clock (tes_now()), in ms since the epoch. A time a checkpoint keeps for a
    * later re-check, maybe on another worker (a job's deadline, the next read), is read from it

@@ -77,7 +77,9 @@ it('counts each attempt by provider, operation and outcome', async () => {
   // a 5xx is retried within the read's window: every attempt is counted
   predictionStatus = 503;
   await expect(replicatePoll(ctx, id)).rejects.toBeInstanceOf(ReadFailed);
-  await expect(openaiGenerateImages(ctx, { model: 'gpt-image-1', prompt: 'x', n: 1, size: '1024x1024', output_format: 'png' })).rejects.toThrow(/rejected/);
+  await expect(
+    openaiGenerateImages(ctx, { model: 'gpt-image-1.5', prompt: 'x', n: 1, size: '1024x1024', quality: 'medium', output_format: 'png' }),
+  ).rejects.toThrow(/rejected/);
 
   const c = await counts(metrics);
   expect(c['replicate/create/ok']).toBe(1);

@@ -128,6 +128,12 @@ describe('fetchOutput', () => {
     await expect(fetchOutput(ctx, { url: `${base}/drop` }, 1_000)).rejects.toBeInstanceOf(ReadFailed);
   });
 
+  it('keeps the Retry-After of a rate limit on a file, for the step to honour', async () => {
+    const err = await fetchOutput(context(AbortSignal.timeout(5_000)), { url: `${base}/429-long` }, 1_000).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ReadFailed);
+    expect((err as ReadFailed).retryAfterMs).toBe(30_000);
+  });
+
   it('refuses an output URL on a private address as a provider_error, before any request', async () => {
     const ctx = context(AbortSignal.timeout(5_000), false);
     await expect(fetchOutput(ctx, { url: `${base}/ok.png` }, 1_000)).rejects.toBeInstanceOf(StepError);

@@ -42,6 +42,11 @@ const SPEECH_VOICES = [
 /** OpenAI text-to-speech voices (audio/speech). */
 const OPENAI_SPEECH_VOICES = ['alloy', 'ash', 'ballad', 'coral', 'echo', 'fable', 'nova', 'onyx', 'sage', 'shimmer'] as const;
 export const OPENAI_SPEECH_MODEL = 'openai/gpt-4o-mini-tts';
+/**
+ * OpenAI's limit on the text (CreateSpeechRequest.input maxLength in its OpenAPI document): a
+ * longer text is refused by the schema, before it is quoted and reserved, not by OpenAI after.
+ */
+export const OPENAI_SPEECH_MAX_CHARS = 4_096;
 
 export const AUDIO_SPEECH_LIMITS = {
   maxTextChars: 5_000,
@@ -97,7 +102,7 @@ export function audioSpeech(p: ProviderAvailability) {
           maxLength: AUDIO_SPEECH_LIMITS.maxTextChars,
           pattern: '\\S',
           description:
-            `Text to speak, 1 to ${AUDIO_SPEECH_LIMITS.maxTextChars} characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). ` +
+            `Text to speak, 1 to ${AUDIO_SPEECH_LIMITS.maxTextChars} characters (Unicode code points; ${OPENAI_SPEECH_MAX_CHARS} for ${OPENAI_SPEECH_MODEL}) with at least one non-space character, read as plain text (no SSML). ` +
             `Speech longer than ${AUDIO_SPEECH_LIMITS.maxDurationSeconds} seconds fails with artifact_too_large and is not charged.`,
         },
         voice: {
@@ -117,7 +122,7 @@ export function audioSpeech(p: ProviderAvailability) {
       },
       // the voice must belong to the chosen model (no model given: espeak-ng's voices)
       if: { required: ['model'], properties: { model: { const: OPENAI_SPEECH_MODEL } } },
-      then: { properties: { voice: { enum: [...OPENAI_SPEECH_VOICES] } } },
+      then: { properties: { voice: { enum: [...OPENAI_SPEECH_VOICES] }, text: { type: 'string', maxLength: OPENAI_SPEECH_MAX_CHARS } } },
       else: { properties: { voice: { enum: [...SPEECH_VOICES] } } },
     },
     example: { text: 'Hello from the Tool Execution Service.', voice: 'en-us', format: 'mp3' },
@@ -132,6 +137,8 @@ export function audioSpeech(p: ProviderAvailability) {
       },
       {
         id: OPENAI_SPEECH_MODEL,
+        // no retirement announced by OpenAI's model object; an operator sets one with MODEL_RETIREMENTS
+        provider: { name: 'openai', model: 'gpt-4o-mini-tts' },
         description: 'OpenAI gpt-4o-mini-tts through the audio/speech API. Needs OPENAI_API_KEY (and ffprobe on the worker to check the audio).',
         example: { model: OPENAI_SPEECH_MODEL, text: 'Welcome back. Your report is ready.', voice: 'coral', format: 'mp3' },
         available: p.openai,

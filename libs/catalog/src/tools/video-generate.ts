@@ -41,6 +41,7 @@ export function videoGenerate(p: ProviderAvailability) {
     models: [
       {
         id: 'replicate/kling-v1.6-standard',
+        provider: { name: 'replicate', model: 'kwaivgi/kling-v1.6-standard' },
         description: 'Kling v1.6 standard on Replicate (kwaivgi/kling-v1.6-standard). Needs REPLICATE_API_TOKEN and ffprobe on the worker.',
         example: { prompt: 'A hummingbird hovering at a flower', durationSeconds: 5, aspectRatio: '1:1' },
         available: p.replicate,
@@ -50,6 +51,7 @@ export function videoGenerate(p: ProviderAvailability) {
       },
       {
         id: 'fal/kling-video-v1-standard',
+        provider: { name: 'fal', model: 'fal-ai/kling-video/v1/standard/text-to-video' },
         description: 'Kling 1.0 standard on fal (fal-ai/kling-video/v1/standard/text-to-video). Needs FAL_KEY and ffprobe on the worker.',
         example: { prompt: 'Timelapse of clouds over mountains', durationSeconds: 10 },
         available: p.fal,

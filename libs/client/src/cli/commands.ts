@@ -52,13 +52,18 @@ export async function toolsCommand(ctx: Context): Promise<void> {
     print(ctx, tool, describeTool(tool, catalog, ctx.io.stdout.columns ?? 100));
     return;
   }
-  const rows = catalog.tools.map((t) => [t.name, t.category, t.available ? 'yes' : 'no', t.price?.description ?? '-']);
+  // The overview shows each price's first clause; what a step that runs out of its deadline
+  // costs repeats on nearly every row, and `tes tools NAME` gives it in full.
+  const prices = catalog.tools.map((t) => t.price?.description ?? '-');
+  const cut = prices.some((p) => p.includes('; '));
+  const rows = catalog.tools.map((t, i) => [t.name, t.category, t.available ? 'yes' : 'no', (prices[i] ?? '-').split('; ')[0] ?? '-']);
   print(
     ctx,
     catalog,
     `price version ${catalog.priceVersion}, execution ${catalog.executionEnabled ? 'enabled' : 'DISABLED'}\n` +
-      table(['TOOL', 'CATEGORY', 'AVAILABLE', 'PRICE'], rows) +
-      'tes tools NAME shows the arguments, models and an example of one tool\n',
+      table(['TOOL', 'CATEGORY', 'AVAILABLE', 'PRICE'], rows, [], ctx.io.stdout.isTTY ? ctx.io.stdout.columns : undefined) +
+      (cut ? 'a step that runs out of its deadline (step_timeout) is charged too\n' : '') +
+      'tes tools NAME shows the arguments, models, prices and an example of a tool\n',
   );
 }
 

@@ -1,33 +1,12 @@
 import type { TesClient } from '../client';
 import { ArtifactIntegrityError, ExecutionUnsuccessfulError, TesAbortError, TesApiError, TesError, TesNetworkError } from '../errors';
+import { apiErrorSentence, problemLines } from '../error-words';
 import { usd } from './format';
 
 type Details = Record<string, unknown>;
 
 const micros = (d: Details, key: string): number | undefined => (typeof d[key] === 'number' ? d[key] : undefined);
 const text = (d: Details, key: string): string | undefined => (typeof d[key] === 'string' ? d[key] : undefined);
-
-/** A JSON pointer of an ajv error as the CLI's argument path: /slides/1/fileId -> slides[1].fileId. */
-export function pointerToPath(pointer: string): string {
-  const parts = pointer
-    .split('/')
-    .slice(1)
-    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
-  return parts.map((p, i) => (/^\d+$/.test(p) ? `[${p}]` : i === 0 ? p : `.${p}`)).join('') || 'arguments';
-}
-
-/** The schema problems of an invalid_arguments or invalid_request answer, one line each. */
-function problems(d: Details): string[] {
-  const list = Array.isArray(d.errors) ? (d.errors as { instancePath?: unknown; message?: unknown; params?: unknown }[]) : [];
-  return list.map((p) => {
-    const path = pointerToPath(typeof p.instancePath === 'string' ? p.instancePath : '');
-    const params = typeof p.params === 'object' && p.params !== null ? (p.params as Record<string, unknown>) : {};
-    // ajv says "must NOT have additional properties" without naming it; the name is in params.
-    const extra = typeof params.additionalProperty === 'string' ? `: ${params.additionalProperty}` : '';
-    const allowed = Array.isArray(params.allowedValues) ? `: ${params.allowedValues.map(String).join(', ')}` : '';
-    return `  ${path} ${typeof p.message === 'string' ? p.message : 'is not valid'}${extra}${allowed}`;
-  });
-}
 
 /**
  * The monthly cap refusal carries only what the execution needs; what the cap leaves is in
@@ -67,9 +46,12 @@ async function apiWords(e: TesApiError, client: TesClient | undefined): Promise<
     case 'rate_limit_exceeded':
       return [`too many requests${e.retryAfterSeconds === undefined ? '' : `: try again in ${e.retryAfterSeconds} s`}`];
     case 'invalid_arguments':
-      return ['invalid arguments:', ...problems(d)];
+      return ['invalid arguments:', ...problemLines(d).map((p) => `  ${p}`)];
     case 'invalid_request':
-      return ['invalid request:', ...problems(d)];
+      return ['invalid request:', ...problemLines(d).map((p) => `  ${p}`)];
+    case 'request_too_large':
+    case 'file_too_large':
+      return [apiErrorSentence(e.code, d, undefined)];
     case 'tool_not_found':
       return [`no tool named ${JSON.stringify(text(d, 'tool') ?? '?')}: tes tools lists them`];
     case 'tool_unavailable':
@@ -80,8 +62,6 @@ async function apiWords(e: TesApiError, client: TesClient | undefined): Promise<
       return [`file ${text(d, 'fileId') ?? ''} is not in this project or has expired: upload it again`.replace('  ', ' ')];
     case 'file_content_mismatch':
       return ['the file is not what its type says, or cannot be read (a damaged or unsupported file)'];
-    case 'file_too_large':
-      return ['the file is too large to upload (at most 12 MiB)'];
     case 'unsupported_media_type':
       return ['this kind of file cannot be uploaded (PNG, JPEG, WAV, MP3 and MP4 can)'];
     case 'platform_api_key_missing':
@@ -102,6 +82,8 @@ async function apiWords(e: TesApiError, client: TesClient | undefined): Promise<
       return ['no such artifact'];
     case 'artifact_expired':
       return ['the artifact has expired (artifacts are kept 30 days)'];
+    case 'webhook_endpoint_not_found':
+      return ['no such webhook endpoint in this project'];
     case 'execution_not_cancellable':
       return ['the execution has already ended: there is nothing to cancel'];
     case 'execution_disabled':

@@ -7,33 +7,31 @@ export interface Output {
   columns?: number;
 }
 
-/**
- * Integer micro-USD as dollars, exact, without trailing zeros but with at least cents:
- * 1500 -> "$0.0015", 2000 -> "$0.002", 600000 -> "$0.60", 1000000 -> "$1.00". No floats.
- */
-export function usd(micros: number | null): string {
-  if (micros === null) return 'none';
-  const sign = micros < 0 ? '-' : '';
-  const abs = Math.abs(micros);
-  const fraction = String(abs % 1_000_000)
-    .padStart(6, '0')
-    .replace(/0+$/, '')
-    .padEnd(2, '0');
-  return `${sign}$${Math.floor(abs / 1_000_000)}.${fraction}`;
-}
+export { usd } from '../money';
 
 /**
  * Columns separated by two spaces, left-aligned, or right-aligned where `right` says so
- * (amounts, counts), so figures line up on their last digit.
+ * (amounts, counts), so figures line up on their last digit. Given the terminal's `columns`,
+ * the last column's text wraps between words under itself, so the terminal never breaks a
+ * row mid-word (`tes tools` at 80 columns: its prices are the long column).
  */
-export function table(header: readonly string[], rows: readonly (readonly string[])[], right: readonly number[] = []): string {
+export function table(header: readonly string[], rows: readonly (readonly string[])[], right: readonly number[] = [], columns?: number): string {
+  const last = header.length - 1;
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const indent = widths.slice(0, last).reduce((sum, w) => sum + w + 2, 0);
+  const room = columns === undefined ? Infinity : Math.max(20, columns - indent - 1);
   const line = (cells: readonly string[]): string =>
     cells
       .map((c, i) => (right.includes(i) ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0)))
       .join('  ')
       .trimEnd();
-  return [line(header), ...rows.map(line)].join('\n') + '\n';
+  const lines = (cells: readonly string[]): string[] => {
+    const text = cells[last] ?? '';
+    if (text.length <= room) return [line(cells)];
+    const [first = '', ...more] = wrap(text, room);
+    return [line([...cells.slice(0, last), first]), ...more.map((m) => `${' '.repeat(indent)}${m}`)];
+  };
+  return [line(header), ...rows.flatMap(lines)].join('\n') + '\n';
 }
 
 /** Words wrapped to `width` columns (at least 20); a word longer than a line gets a line of its own. */

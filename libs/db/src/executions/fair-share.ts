@@ -7,6 +7,7 @@ import type { Knex } from 'knex';
 import { prepared } from '../prepared';
 import { EXECUTION_SELECT, toExecution, type ExecutionRow } from './records';
 import type { ClaimedExecution } from './lease';
+import { statusGuard } from './status-guard';
 
 /** How often a worker writes its slots to worker_slots. */
 export const WORKER_SLOTS_HEARTBEAT_MS = 10_000;
@@ -77,6 +78,14 @@ const QUEUED_PROJECTS_CTE = `queued_projects AS (
  * override, else the share of the live slots (at least 1); its organization's is the share,
  * or that override when it is higher (an override lifts its project, not only a share of the
  * organization's bound).
+ *
+ * The picked row is updated by its id, one probe of the primary key whatever the statistics
+ * say, and its status re-checked (a previous-release worker may have claimed it since the
+ * snapshot) through statusGuard. Joined as `FROM pick WHERE id = pick_id AND status =
+ * 'queued'`, the plan walked every queued row of executions_lease_idx and ran the pick once
+ * per row: 3.2 s and 8 M buffers per claim behind a 10,000-execution backlog, longer than the
+ * claim lock's timeout, so B5 fell to 0.27/s at 1 M executions of history (issue #24;
+ * tests/e2e/claim-backlog.test.ts).
  */
 const FAIR_CLAIM_SQL = `WITH RECURSIVE ${DEFAULT_LIMIT_CTE}, ${RUNNING_CTE}, ${QUEUED_PROJECTS_CTE}, pick AS (
      SELECT h.id AS pick_id
@@ -101,8 +110,7 @@ const FAIR_CLAIM_SQL = `WITH RECURSIVE ${DEFAULT_LIMIT_CTE}, ${RUNNING_CTE}, ${Q
       SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
           lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
           started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-     FROM pick
-    WHERE executions.id = pick.pick_id AND executions.status = 'queued'
+    WHERE executions.id = (SELECT pick_id FROM pick) AND ${statusGuard('executions.status', ['queued'])}
     RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(executions.id) AS steps_recorded`;
 
 /**
@@ -149,7 +157,7 @@ export async function resumeExecution(db: Knex, id: string, owner: string, lease
         SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
             lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
             started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-      WHERE id = :id AND status IN ('running', 'waiting')
+      WHERE id = :id AND ${statusGuard('status', ['running', 'waiting'])}
         AND (lease_owner IS NULL OR lease_expires_at < tes_now())
       RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(id) AS steps_recorded`,
     { owner, leaseTtlMs, id },

@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import { prepared } from '../prepared';
 import { EXECUTION_SELECT, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
+import { statusGuard } from './status-guard';
 
 /** A claimed execution, as the claim left it. */
 export type ClaimedExecution = ExecutionRecord & {
@@ -42,7 +43,7 @@ export async function claimExecution(db: Knex, id: string, owner: string, leaseT
         SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
             lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
             started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-      WHERE id = :id AND status IN ('queued', 'running', 'waiting')
+      WHERE id = :id AND ${statusGuard('status', ['queued', 'running', 'waiting'])}
         AND (lease_owner IS NULL OR lease_expires_at < tes_now())
       RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(id) AS steps_recorded`,
     { owner, leaseTtlMs, id },
@@ -94,7 +95,7 @@ export async function markNeedsReview(db: Knex, input: { executionId: string; ow
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE executions SET status = 'needs_review', error_code = :errorCode, error_message = :errorMessage, lease_owner = NULL,
             lease_expires_at = NULL, updated_at = now()
-      WHERE id = :executionId AND status IN ('running', 'waiting') AND (:owner::text IS NULL OR lease_owner = :owner::text)
+      WHERE id = :executionId AND ${statusGuard('status', ['running', 'waiting'])} AND (:owner::text IS NULL OR lease_owner = :owner::text)
       RETURNING 1`,
     { executionId: input.executionId, errorCode: input.errorCode, errorMessage: input.errorMessage, owner: input.owner ?? null },
   );

@@ -2,6 +2,7 @@
 import type { Knex } from 'knex';
 import { iso } from '../time';
 import type { ExecutionView, QueuePlace } from './records';
+import { statusGuard } from './status-guard';
 
 /** The starts of a category within this window give its recent start rate. */
 const START_RATE_WINDOW_SECONDS = 300;
@@ -45,7 +46,7 @@ export async function queuePlaces(db: Knex, ids: readonly string[], options: { m
     `WITH me AS (
        SELECT e.id, e.project_id, e.category, e.created_at
          FROM executions e
-        WHERE e.id = ANY(:ids::text[]) AND e.status = 'queued'
+        WHERE e.id = ANY(:ids::text[]) AND ${statusGuard('e.status', ['queued'])}
      )
      SELECT me.id, me.project_id, me.category, me.created_at, r.k
        FROM me

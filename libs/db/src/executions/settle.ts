@@ -5,6 +5,7 @@ import { prepared } from '../prepared';
 import { iso } from '../time';
 import { EXECUTION_SELECT, getExecution, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 import { FINISH_STEP_CTES, finishStepBindings, type StepOutcome } from './steps';
+import { statusGuard, statusGuardBound } from './status-guard';
 
 export interface SettleInput {
   executionId: string;
@@ -49,7 +50,7 @@ function settleSql(fence: string): string {
               error_code = :errorCode, error_message = :errorMessage, cancel_requested = cancel_requested OR :cancelRequested::boolean,
               finished_at = tes_now(), settled_at = tes_now(), updated_at = now(),
               lease_owner = NULL, lease_expires_at = NULL
-        WHERE id = :executionId AND project_id = :projectId AND status = ANY(:from::text[]) ${fence}
+        WHERE id = :executionId AND project_id = :projectId AND ${statusGuardBound('status', ':from')} ${fence}
         RETURNING id, project_id, tool, reserved_micros, charged_micros, created_at
      ), p AS (
        UPDATE projects
@@ -172,7 +173,7 @@ export async function cancelExecution(db: Knex, projectId: string, execution: Ex
   }
   const res = await db.raw<{ rows: ExecutionRow[] }>(
     `UPDATE executions SET cancel_requested = true, updated_at = now()
-      WHERE id = :id AND project_id = :projectId AND status IN ('running', 'waiting')
+      WHERE id = :id AND project_id = :projectId AND ${statusGuard('status', ['running', 'waiting'])}
       RETURNING ${EXECUTION_SELECT}`,
     { id: execution.id, projectId },
   );
@@ -200,7 +201,7 @@ export async function abandonExecution(db: Knex, input: { executionId: string; e
   return db.transaction(async (trx) => {
     const locked = await trx.raw<{ rows: { id: string; project_id: string; reserved_micros: number }[] }>(
       `SELECT id, project_id, reserved_micros FROM executions
-        WHERE id = :executionId AND status IN ('queued', 'running')
+        WHERE id = :executionId AND ${statusGuard('status', ['queued', 'running'])}
           AND (lease_owner IS NULL OR lease_expires_at < tes_now())
         FOR UPDATE`,
       { executionId: input.executionId },

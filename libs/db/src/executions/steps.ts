@@ -147,3 +147,41 @@ export async function recordExternalRef(
   );
   return res.rows.length > 0;
 }
+
+/**
+ * A running external step without a provider reference is an unknown outcome after a crash
+ * (the request may have been taken: needs_review, never a second send), except when the step
+ * recorded that the provider took nothing: it refused the request (429, 503) and the step
+ * waits to send it again. That record is this marker in the step's checkpoint.
+ */
+const UNSENT = 'unsent';
+
+/** Whether a step may be resumed without a provider reference: it recorded that nothing was taken (recordStepUnsent). */
+export function isUnsentStep(step: { externalRef: string | null; checkpoint: Record<string, unknown> | null }): boolean {
+  return step.externalRef === null && step.checkpoint?.[UNSENT] === true;
+}
+
+/**
+ * Records on a running step that holds no provider reference that the provider took nothing
+ * (with a checkpoint for the step's next run), fenced by the lease; `null` clears the record,
+ * which the step does before it sends again, so a crash after that send leaves a step without
+ * a reference that is never resumed by a second send. False: the lease was lost.
+ */
+export async function recordStepUnsent(
+  db: Knex,
+  input: { executionId: string; index: number; owner: string; checkpoint: Record<string, unknown> | null },
+): Promise<boolean> {
+  const res = await db.raw<{ rows: unknown[] }>(
+    `UPDATE execution_steps s SET checkpoint = :checkpoint::jsonb
+      WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running' AND s.external_ref IS NULL
+        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
+      RETURNING 1`,
+    {
+      checkpoint: input.checkpoint ? JSON.stringify({ ...input.checkpoint, [UNSENT]: true }) : null,
+      executionId: input.executionId,
+      index: input.index,
+      owner: input.owner,
+    },
+  );
+  return res.rows.length > 0;
+}

@@ -28,6 +28,7 @@ import * as m100 from './20261126000100_fair_share';
 import * as m101 from './20261126000101_fair_share_indexes';
 import * as m110 from './20261126000110_queue_position_indexes';
 import * as m120 from './20261126000120_webhook_project_share';
+import * as m200 from './20261126000200_webhook_endpoint_deliveries_index';
 import * as m600 from './20261126000600_delivery_ids';
 
 /** Append-only list; knex records each name in knex_migrations. */
@@ -61,5 +62,6 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000101_fair_share_indexes', m101],
   ['20261126000110_queue_position_indexes', m110],
   ['20261126000120_webhook_project_share', m120],
+  ['20261126000200_webhook_endpoint_deliveries_index', m200],
   ['20261126000600_delivery_ids', m600],
 ];

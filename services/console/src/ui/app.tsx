@@ -1,26 +1,44 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { Api, type Catalog, type Project, type Usage } from '../api';
+import { Api, ApiError, type Catalog, type Project, type Usage } from '../api';
 import { AccountBar } from './account';
 import { ErrorBox } from './error-box';
 import { ExecutionView } from './execution-view';
 import { ExecutionsList } from './executions-list';
 import { ToolRunner } from './tool-runner';
+import { WebhooksPage } from './webhooks-page';
 
 /** The key lives in this tab's sessionStorage only: gone when the tab closes, never in a URL or a cookie. */
 const KEY_SLOT = 'tes.console.apiKey';
 
-type Route = { page: 'run' } | { page: 'executions' } | { page: 'execution'; id: string };
+type Route = { page: 'run'; from?: string } | { page: 'executions' } | { page: 'execution'; id: string } | { page: 'webhooks' };
 
 function routeOf(hash: string): Route {
   const m = /^#executions\/(exe_[A-Za-z0-9]+)$/.exec(hash);
   if (m) return { page: 'execution', id: m[1]! };
+  const again = /^#run\/(exe_[A-Za-z0-9]+)$/.exec(hash);
+  if (again) return { page: 'run', from: again[1]! };
+  if (hash === '#webhooks') return { page: 'webhooks' };
   return hash === '#executions' ? { page: 'executions' } : { page: 'run' };
+}
+
+/**
+ * The project as this key may see it: null for a key without project:read, which works for
+ * everything else and simply does not see the balance (its 403 proves the key is valid).
+ */
+async function projectOf(api: Api): Promise<Project | null> {
+  try {
+    return await api.project();
+  } catch (err) {
+    if (err instanceof ApiError && err.body.message === 'platform_api_key_scope_required') return null;
+    throw err;
+  }
 }
 
 export function App() {
   const [key, setKey] = useState<string | null>(() => sessionStorage.getItem(KEY_SLOT));
   const api: Api | null = useMemo(() => (key ? new Api(key) : null), [key]);
-  const [project, setProject] = useState<Project | null>(null);
+  // undefined until known; null when the key may not read it
+  const [project, setProject] = useState<Project | null | undefined>(undefined);
   const [usage, setUsage] = useState<Usage | null>(null);
   const [catalog, setCatalog] = useState<Catalog | null>(null);
   const [error, setError] = useState<unknown>(null);
@@ -34,7 +52,7 @@ export function App() {
 
   const refreshAccount = () => {
     if (!api) return;
-    api.project().then(setProject, setError);
+    if (project !== null) projectOf(api).then(setProject, setError);
     api.usage().then(setUsage, () => setUsage(null));
   };
 
@@ -48,7 +66,7 @@ export function App() {
   const signOut = () => {
     sessionStorage.removeItem(KEY_SLOT);
     setKey(null);
-    setProject(null);
+    setProject(undefined);
     setUsage(null);
     setCatalog(null);
   };
@@ -79,28 +97,34 @@ export function App() {
             Tool Execution Service <span class="muted">Console</span>
           </span>
         </div>
-        {project && <AccountBar project={project} usage={usage} onSignOut={signOut} />}
+        {project !== undefined && <AccountBar project={project} usage={usage} onSignOut={signOut} />}
       </header>
       <nav class="tabs" aria-label="Sections">
         <a href="#run" aria-current={route.page === 'run' ? 'page' : undefined}>
           Run a tool
         </a>
-        <a href="#executions" aria-current={route.page !== 'run' ? 'page' : undefined}>
+        <a href="#executions" aria-current={route.page === 'executions' || route.page === 'execution' ? 'page' : undefined}>
           Executions
+        </a>
+        <a href="#webhooks" aria-current={route.page === 'webhooks' ? 'page' : undefined}>
+          Webhooks
         </a>
         <a href="/docs">API reference</a>
       </nav>
       <main>
         {error !== null && <ErrorBox error={error} />}
-        {!project && error === null && <p class="muted">Loading…</p>}
-        {catalog && route.page === 'run' && <ToolRunner api={api} catalog={catalog} onEnded={refreshAccount} />}
+        {project === undefined && error === null && <p class="muted">Loading…</p>}
+        {catalog && route.page === 'run' && (
+          <ToolRunner key={route.from ?? ''} api={api} catalog={catalog} {...(route.from ? { from: route.from } : {})} onEnded={refreshAccount} />
+        )}
         {catalog && route.page === 'executions' && <ExecutionsList api={api} catalog={catalog} open={(id) => go(`executions/${id}`)} />}
+        {project && route.page === 'webhooks' && <WebhooksPage api={api} project={project} />}
         {route.page === 'execution' && (
           <section class="panel">
             <p>
               <a href="#executions">← All executions</a>
             </p>
-            <ExecutionView key={route.id} api={api} id={route.id} onEnded={refreshAccount} />
+            <ExecutionView key={route.id} api={api} id={route.id} onEnded={refreshAccount} detail />
           </section>
         )}
       </main>
@@ -108,7 +132,7 @@ export function App() {
   );
 }
 
-function SignIn(props: { onKey: (key: string, project: Project) => void }) {
+function SignIn(props: { onKey: (key: string, project: Project | null) => void }) {
   const [value, setValue] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -117,7 +141,7 @@ function SignIn(props: { onKey: (key: string, project: Project) => void }) {
     setError(null);
     try {
       const key = value.trim();
-      props.onKey(key, await new Api(key).project());
+      props.onKey(key, await projectOf(new Api(key)));
     } catch (err) {
       setError(err);
     } finally {

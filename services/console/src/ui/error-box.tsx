@@ -34,6 +34,7 @@ const WORDS: Record<string, string> = {
   execution_not_found: 'No such execution in this project.',
   artifact_not_found: 'No such file in this execution.',
   artifact_expired: 'This file has expired and was deleted.',
+  webhook_endpoint_not_found: 'No such webhook endpoint in this project.',
   idempotency_key_reused: 'This Idempotency-Key was already used for another request.',
   rate_limit_exceeded: 'Too many requests; wait a moment and try again.',
   insufficient_balance: 'The project’s available balance does not cover the maximum this run may cost.',

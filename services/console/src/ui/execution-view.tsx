@@ -11,7 +11,7 @@ const CANCELLABLE = new Set(['queued', 'running', 'waiting']);
  * steps and their cost, reserved against charged, the error of a failed one, and every
  * artifact shown in place through a fresh download URL.
  */
-export function ExecutionView(props: { api: Api; id: string; initial?: Execution; onEnded?: (e: Execution) => void }) {
+export function ExecutionView(props: { api: Api; id: string; initial?: Execution; onEnded?: (e: Execution) => void; detail?: boolean }) {
   const [exe, setExe] = useState<Execution | undefined>(props.initial);
   const [error, setError] = useState<unknown>(null);
   const [cancelError, setCancelError] = useState<unknown>(null);
@@ -117,6 +117,8 @@ export function ExecutionView(props: { api: Api; id: string; initial?: Execution
         </table>
       )}
 
+      {props.detail && <Input exe={exe} />}
+
       {exe.status === 'failed' && (
         <div class="error-box" role="alert">
           <p class="error-title">The execution failed{exe.chargedMicros === 0 ? '; nothing was charged' : ''}.</p>
@@ -145,6 +147,23 @@ export function ExecutionView(props: { api: Api; id: string; initial?: Execution
       {cancelError !== null && <ErrorBox error={cancelError} title="Cancel" />}
       {error !== null && <ErrorBox error={error} title="Following the execution" />}
     </section>
+  );
+}
+
+/** What the execution was asked to do, and a way to ask again (the form, filled with it). */
+function Input(props: { exe: Execution }) {
+  return (
+    <div class="input">
+      <div class="panel-head">
+        <h4>Input</h4>
+        <a class="button small" href={`#run/${props.exe.id}`}>
+          Run again
+        </a>
+      </div>
+      <pre class="arguments code">
+        <code>{JSON.stringify(props.exe.arguments, null, 2)}</code>
+      </pre>
+    </div>
   );
 }
 

@@ -2,18 +2,29 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, type Api, type Catalog, type Execution, type Quote, type Tool } from '../api';
 import { usd } from '../format';
 import { serverFieldErrors, validate, type Json, type JsonObject, type Schema } from '../schema';
+import { changedPointers, shownErrors, touch, type Touched } from '../touched';
+import { CodePanel } from './code-panel';
 import { ErrorBox } from './error-box';
 import { ExecutionView } from './execution-view';
 import { SchemaForm } from './schema-form';
 
 const QUOTE_DEBOUNCE_MS = 400;
 
-/** The example without placeholder file ids: those name no file of this project, an upload does. */
+const isPlaceholder = (v: Json) => typeof v === 'string' && v.startsWith('file_');
+
+/**
+ * The example without its placeholder file ids, which name no file of this project: a field
+ * that held one is left for an upload, and a list item that named one (an image slide) is
+ * left out, so the example stays valid instead of opening with a slide that is neither.
+ */
 function withoutFileIds(value: Json): Json {
-  if (Array.isArray(value)) return value.map(withoutFileIds);
+  if (Array.isArray(value)) {
+    const namesFile = (item: Json) => item !== null && typeof item === 'object' && !Array.isArray(item) && Object.values(item).some(isPlaceholder);
+    return value.filter((item) => !namesFile(item)).map(withoutFileIds);
+  }
   if (value !== null && typeof value === 'object') {
     const out: JsonObject = {};
-    for (const [k, v] of Object.entries(value)) if (!(typeof v === 'string' && v.startsWith('file_'))) out[k] = withoutFileIds(v);
+    for (const [k, v] of Object.entries(value)) if (!isPlaceholder(v)) out[k] = withoutFileIds(v);
     return out;
   }
   return value;
@@ -25,8 +36,23 @@ function exampleOf(tool: Tool, modelId?: string): JsonObject {
   return withoutFileIds(example) as JsonObject;
 }
 
-/** Picks a tool, fills its form, quotes it as it is edited and runs it. */
-export function ToolRunner(props: { api: Api; catalog: Catalog; onEnded: (e: Execution) => void }) {
+/**
+ * When a run ends, its result is brought into view: on a phone the result is below the form,
+ * and the focus moved to its heading only scrolled that heading to the bottom of the screen.
+ * A result panel already near the top (the sticky one beside a desktop form) is left alone.
+ */
+function showResult(): void {
+  const panel = document.getElementById('result-panel');
+  if (!panel) return;
+  const top = panel.getBoundingClientRect().top;
+  if (top < 0 || top > innerHeight / 4) panel.scrollIntoView({ block: 'start' });
+}
+
+/**
+ * Picks a tool, fills its form, quotes it as it is edited, shows it as code and runs it.
+ * `from` (an execution id, #run/exe_…) fills the form with that execution's tool and input.
+ */
+export function ToolRunner(props: { api: Api; catalog: Catalog; from?: string; onEnded: (e: Execution) => void }) {
   const { api, catalog } = props;
   const firstAvailable = catalog.tools.find((t) => t.available) ?? catalog.tools[0];
   const [toolName, setToolName] = useState(firstAvailable?.name ?? '');
@@ -38,23 +64,44 @@ export function ToolRunner(props: { api: Api; catalog: Catalog; onEnded: (e: Exe
   const [submitError, setSubmitError] = useState<unknown>(null);
   const [submitting, setSubmitting] = useState(false);
   const [started, setStarted] = useState<Execution | null>(null);
+  const [touched, setTouched] = useState<Touched>(() => new Set());
+  const [prefillError, setPrefillError] = useState<unknown>(null);
   const schema = (tool?.inputSchema ?? {}) as Schema;
 
   const localErrors = useMemo(() => validate(schema, args), [schema, args]);
   const serverError = submitError ?? quoteError;
   const fieldErrors = useMemo(() => {
-    if (localErrors.size > 0) return localErrors;
+    if (localErrors.size > 0) return shownErrors(localErrors, touched);
     return serverError instanceof ApiError && serverError.body.message === 'invalid_arguments' ? serverFieldErrors(serverError.body.details) : localErrors;
-  }, [localErrors, serverError]);
+  }, [localErrors, serverError, touched]);
   const argsKey = JSON.stringify(args);
 
-  const choose = (name: string) => {
-    const next = catalog.tools.find((t) => t.name === name);
+  /**
+   * A new input not typed by the person: an example, quiet until touched; or an earlier run's
+   * (touched: 'all'), whose problems, if the tool changed since, are shown at once.
+   */
+  const start = (name: string, input: JsonObject, touched: Touched = new Set()) => {
     setToolName(name);
-    setArgs(next ? exampleOf(next) : {});
+    setArgs(input);
+    setTouched(touched);
     setStarted(null);
     setSubmitError(null);
   };
+  const choose = (name: string) => {
+    const next = catalog.tools.find((t) => t.name === name);
+    start(name, next ? exampleOf(next) : {});
+  };
+  const edit = (next: JsonObject) => {
+    setTouched((t) => touch(t, changedPointers(args, next)));
+    setArgs(next);
+  };
+
+  // Run again: the tool and input of an earlier execution (the form's own key, so it is a new run).
+  useEffect(() => {
+    if (!props.from) return;
+    setPrefillError(null);
+    api.execution(props.from).then((e) => start(e.tool, e.arguments as JsonObject, 'all'), setPrefillError);
+  }, [props.from]);
 
   // A live quote: the maximum that will be reserved, asked for once the input has settled.
   const seq = useRef(0);
@@ -102,6 +149,12 @@ export function ToolRunner(props: { api: Api; catalog: Catalog; onEnded: (e: Exe
     <div class="runner">
       <section class="panel form-panel" aria-labelledby="h-tool">
         <h2 id="h-tool">Try a tool</h2>
+        {props.from && !prefillError && (
+          <p class="note small">
+            Filled in from <code>{props.from}</code>: change anything, then run it again.
+          </p>
+        )}
+        {prefillError !== null && <ErrorBox error={prefillError} title="The earlier execution" />}
         <div class="field">
           <label for="tool-select">
             <span class="label">Tool</span>
@@ -139,7 +192,7 @@ export function ToolRunner(props: { api: Api; catalog: Catalog; onEnded: (e: Exe
                 {tool.models.map((m) => (
                   <li key={m.id}>
                     <code>{m.id}</code> {m.available ? '' : <span class="muted">(unavailable)</span>} {m.price?.description ?? ''}{' '}
-                    <button type="button" class="link" onClick={() => setArgs(exampleOf(tool, m.id))}>
+                    <button type="button" class="link" onClick={() => start(tool.name, exampleOf(tool, m.id))}>
                       use its example
                     </button>
                   </li>
@@ -156,14 +209,18 @@ export function ToolRunner(props: { api: Api; catalog: Catalog; onEnded: (e: Exe
               void run();
             }}
           >
-            <SchemaForm schema={schema} value={args} errors={fieldErrors} upload={(f) => api.upload(f)} onChange={setArgs} />
+            <SchemaForm schema={schema} value={args} errors={fieldErrors} upload={(f) => api.upload(f)} onChange={edit} />
             <div class="form-actions">
-              <button type="button" class="secondary" onClick={() => setArgs(exampleOf(tool))}>
+              <button type="button" class="secondary" onClick={() => start(tool.name, exampleOf(tool))}>
                 Reset to the example
               </button>
             </div>
             <div class="quote" aria-live="polite" aria-busy={quoting}>
-              {localErrors.size > 0 && <p class="muted">Fix the fields marked above to get a quote.</p>}
+              {localErrors.size > 0 && (
+                <p class="muted">
+                  {fieldErrors.size > 0 ? 'Fix the fields marked above to get a quote.' : 'Fill in the fields marked required to get a quote.'}
+                </p>
+              )}
               {quoting && !quote && <p class="muted">Quoting…</p>}
               {quote?.args === argsKey && (
                 <p class="quote-line">
@@ -186,16 +243,26 @@ export function ToolRunner(props: { api: Api; catalog: Catalog; onEnded: (e: Exe
           </form>
         )}
       </section>
-      <section class="panel result-panel" aria-labelledby="h-result">
+      <section class="panel result-panel" id="result-panel" aria-labelledby="h-result">
         <h2 id="h-result" tabIndex={-1}>
           Result
         </h2>
         {started ? (
-          <ExecutionView key={started.id} api={api} id={started.id} initial={started} onEnded={props.onEnded} />
+          <ExecutionView
+            key={started.id}
+            api={api}
+            id={started.id}
+            initial={started}
+            onEnded={(e) => {
+              props.onEnded(e);
+              showResult();
+            }}
+          />
         ) : (
           <p class="muted">Run the tool to see its progress, its cost and its output here.</p>
         )}
       </section>
+      {tool && <CodePanel tool={tool.name} args={args} quote={quote?.args === argsKey ? quote.quote : null} />}
     </div>
   );
 }

@@ -18,7 +18,7 @@ export function createQuoteRoute({ catalog, settings, db }: GatewayDeps): KeyRou
     body: 'json',
     handle: async ({ res, auth, body }) => {
       const s = await settings.get();
-      const input = catalog.resolve(body.tool, body.arguments, s.unavailable);
+      const input = catalog.resolve(body.tool, body.arguments, s.unavailable, s.today);
       res.json({ data: await quoteInput({ catalog, db }, auth.projectId, input, s) });
     },
   };

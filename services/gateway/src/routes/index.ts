@@ -5,12 +5,14 @@ import { createQuoteRoute } from './create-quote';
 import { getArtifactDownloadRoute } from './get-artifact-download';
 import { getExecutionRoute } from './get-execution';
 import { getProjectRoute } from './get-project';
+import { getToolRoute } from './get-tool';
 import { getUsageRoute } from './get-usage';
 import { listExecutionsRoute } from './list-executions';
 import { listToolsRoute } from './list-tools';
 import { submitExecutionRoute } from './submit-execution';
 import { uploadFileRoute } from './upload-file';
 import { streamExecutionEventsRoute } from '../push/events-route';
+import { webhookRoutes } from './webhooks';
 
 export { docsAssets, docsRoutes } from './docs';
 
@@ -20,6 +22,7 @@ export function apiRoutes(deps: GatewayDeps): KeyRoute[] {
     getProjectRoute(deps),
     getUsageRoute(deps),
     listToolsRoute(deps),
+    getToolRoute(deps),
     createQuoteRoute(deps),
     uploadFileRoute(deps),
     submitExecutionRoute(deps),
@@ -28,5 +31,6 @@ export function apiRoutes(deps: GatewayDeps): KeyRoute[] {
     streamExecutionEventsRoute(deps),
     cancelExecutionRoute(deps),
     getArtifactDownloadRoute(deps),
+    ...webhookRoutes(deps),
   ];
 }

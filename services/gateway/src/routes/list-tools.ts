@@ -11,7 +11,7 @@ export function listToolsRoute({ catalog, settings }: GatewayDeps): KeyRoute {
     body: 'none',
     handle: async ({ res }) => {
       const s = await settings.get();
-      res.json({ data: catalog.describe(s.prices, s.priceVersion, s.executionEnabled, s.unavailable) });
+      res.json({ data: catalog.describe(s.prices, s.priceVersion, s.executionEnabled, s.unavailable, s.today) });
     },
   };
 }

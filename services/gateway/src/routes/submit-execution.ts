@@ -79,7 +79,7 @@ async function submitOrFindBinding(
   try {
     const s = await settings.get();
     if (!s.executionEnabled) throw new AppError('execution_disabled', 'execution_disabled', { retryable: true });
-    const input = catalog.resolve(body.tool, body.arguments, s.unavailable);
+    const input = catalog.resolve(body.tool, body.arguments, s.unavailable, s.today);
     const quote = await quoteInput({ catalog, db }, auth.projectId, input, s);
     if (body.priceVersion !== s.priceVersion) {
       throw new AppError('price_version_mismatch', 'price_version_mismatch', { details: { currentPriceVersion: s.priceVersion } });

@@ -1,12 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { AppError, RETENTION_MS, bytesMatchFormat, CANONICAL_MIME, decodeBase64Strict, formatForMime, sha256Hex, ACCEPTED_UPLOAD_MIME_TYPES } from '@tes/core';
+import {
+  AppError,
+  MAX_UPLOAD_BYTES,
+  RETENTION_MS,
+  bytesMatchFormat,
+  CANONICAL_MIME,
+  decodeBase64Strict,
+  formatForMime,
+  sha256Hex,
+  ACCEPTED_UPLOAD_MIME_TYPES,
+} from '@tes/core';
 import { findUploadBySha, recordUpload, type FileRecord } from '@tes/db';
 import { probeUpload, uploadKey } from '@tes/storage';
 import type { GatewayDeps } from '../context';
 import type { KeyRoute } from '../route-spec';
 import { UploadSlots } from '../upload-slots';
 
-const MAX_UPLOAD_BYTES = 12 * 1024 * 1024;
 /** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */
 const UPLOAD_BODY_LIMIT_BYTES = Math.ceil(MAX_UPLOAD_BYTES / 3) * 4 + 4 * 1024;
 /** Measuring the largest upload takes ~2 s on a busy core; a file slower than this is refused. */

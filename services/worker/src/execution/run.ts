@@ -1,6 +1,16 @@
 import { MAX_STEPS, StepError } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
-import { enterWaiting, finishStep, getSteps, isConnectionError, isRolledBackError, startStep, type ClaimedExecution, type StepRecord } from '@tes/db';
+import {
+  enterWaiting,
+  finishStep,
+  getSteps,
+  isConnectionError,
+  isRolledBackError,
+  isUnsentStep,
+  startStep,
+  type ClaimedExecution,
+  type StepRecord,
+} from '@tes/db';
 import { withSpan } from '@tes/tracing';
 import { hasProgram } from '../programs';
 import { OutcomeUnknown } from '../outcome-unknown';
@@ -56,9 +66,10 @@ export async function runExecution(deps: ExecutionDeps, e: ClaimedExecution, wor
       return 'ended';
     }
     const resuming = recorded?.status === 'running' && step.external === true;
-    if (resuming && !recorded.externalRef) {
+    if (resuming && !recorded.externalRef && !isUnsentStep(recorded)) {
       // Started with an external provider and no reference was recorded: the request may
-      // have run and cost money. Never send it again; an operator decides.
+      // have run and cost money. Never send it again; an operator decides. (Unless the step
+      // recorded that the provider refused it and took nothing: it waits to send it again.)
       await needsReview(deps, e, index, `step ${index} (${name}) was sent to a provider and its outcome is unknown after a crash`);
       return 'ended';
     }

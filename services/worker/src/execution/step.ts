@@ -2,7 +2,15 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { DEFAULT_STEP_TIMEOUT_MS, type PriceList, type StepPlan, type ToolDefinition } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { databaseTime, getExecutionInputFile, recordExternalRef, type ClaimedExecution, type ExecutionRecord, type StepRecord } from '@tes/db';
+import {
+  databaseTime,
+  getExecutionInputFile,
+  recordExternalRef,
+  recordStepUnsent,
+  type ClaimedExecution,
+  type ExecutionRecord,
+  type StepRecord,
+} from '@tes/db';
 import { annotate } from '@tes/tracing';
 import { OutcomeUnknown } from '../outcome-unknown';
 import { isWait, type AnyRunner, type InputFile, type StepFn, type StepResult, type StepWait } from '../runner';
@@ -45,8 +53,8 @@ export class StepTimedOut extends StepError {
   }
 }
 
-/** A step's result as recorded: the runner's units priced into the step's cost. */
-export type PricedResult = Omit<StepResult, 'units'> & { costMicros: number };
+/** A step's result as recorded: the runner's units (and its provider's usage) priced into the step's cost. */
+export type PricedResult = Omit<StepResult, 'units' | 'usage'> & { costMicros: number };
 
 /**
  * Runs one step under its deadline (losing the lease or a shutdown aborts it, with that as the
@@ -115,6 +123,10 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
           if (!recorded) throw new LeaseLost();
           providerRef = ref;
         },
+        recordUnsent: async (checkpoint) => {
+          const recorded = await onOurSide(() => recordStepUnsent(db, { executionId: e.id, index, owner: e.lease, checkpoint }));
+          if (!recorded) throw new LeaseLost();
+        },
         databaseNow: async () => (await onOurSide(() => databaseTime(db))).getTime(),
         get workDir() {
           return workDir.path;
@@ -145,7 +157,7 @@ export async function runStep(deps: ExecutionDeps, run: StepRun): Promise<Priced
  * cap: the execution is charged the sum of its steps' costs.
  */
 function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResult): PricedResult {
-  const { units, ...rest } = result;
+  const { units, usage, ...rest } = result;
   if (!Number.isSafeInteger(units) || units < 0) throw new Error(`step ${name} reported an invalid number of units`);
   if (!run.step.billed) {
     if (units !== 0) throw new Error(`step ${name} is free but reported ${units} units`);
@@ -153,12 +165,13 @@ function price(deps: ExecutionDeps, run: StepRun, name: string, result: StepResu
     return { ...rest, costMicros: 0 };
   }
   const e = run.execution;
-  const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments);
+  // priced from the provider's own report where it made one, so the charge follows its bill
+  const cost = deps.catalog.cost(run.tool, e.model, units, run.prices, e.arguments, usage);
   const costMicros = Math.min(cost, Math.max(0, e.reservedMicros - chargedSoFar(run.previous)));
   if (costMicros < cost) {
     // the customer is never charged past the reservation; the difference is revenue the quote missed
     deps.metrics.cappedMicros.inc({ tool: e.tool }, cost - costMicros);
-    deps.logger.warn('worker.step.cost_capped', { executionId: e.id, tool: e.tool, step: name, units, costMicros: cost, chargedMicros: costMicros });
+    deps.logger.warn('worker.step.cost_capped', { executionId: e.id, tool: e.tool, step: name, units, usage, costMicros: cost, chargedMicros: costMicros });
   }
   annotate({ 'tes.step.units': units, 'tes.step.cost_micros': costMicros });
   return { ...rest, costMicros };

@@ -1,6 +1,6 @@
 import { StepError } from '@tes/core';
 import type { Metrics, ProviderCallOutcome } from '@tes/observability';
-import { BlockedAddressError, HttpStatusError, retryableCreate, retryableRead, retryWithin, withRetries, type GuardedHttp } from '@tes/outbound';
+import { BlockedAddressError, HttpStatusError, retryableCreate, retryableRead, retryAfterMs, retryWithin, type GuardedHttp } from '@tes/outbound';
 import { OutcomeUnknown } from '../outcome-unknown';
 
 export type ProviderName = 'replicate' | 'fal' | 'openai';
@@ -8,7 +8,8 @@ export type ProviderName = 'replicate' | 'fal' | 'openai';
 /** The output files a provider job produced, as URLs to fetch (from that provider) or bytes it returned inline. */
 export type ProviderOutput = { url: string; provider?: ProviderName } | { bytes: Buffer };
 
-export type PollResult = { done: false } | { done: true; outputs: ProviderOutput[] } | { failed: string };
+/** `failed`: the provider's definitive failure (provider_error, or provider_timeout when it says the job hit its deadline). */
+export type PollResult = { done: false } | { done: true; outputs: ProviderOutput[] } | { failed: string; errorCode?: 'provider_timeout' };
 
 export interface ProviderCredentials {
   replicate?: string | undefined;
@@ -31,6 +32,11 @@ export interface ProviderSetup {
 
 export interface ProviderContext extends ProviderSetup {
   signal: AbortSignal;
+  /**
+   * On a create: how long the step will wait for the job from now (its deadline). A provider
+   * that can enforce a deadline itself is sent it (Replicate's Cancel-After).
+   */
+  cancelAfterMs?: number;
 }
 
 /**
@@ -63,15 +69,39 @@ function callOutcome(err: unknown): ProviderCallOutcome {
 }
 
 /**
+ * The provider refused to take the request (429, 503) for longer than a create retries in
+ * process: nothing was created, so it may be sent again. A provider_error for a caller that
+ * cannot wait; the generate step waits (its slot free) until `retryAfterMs` and sends it again,
+ * within the job's deadline (tools/generate.ts).
+ */
+export class CreateRefused extends StepError {
+  constructor(
+    status: number,
+    /** The provider's Retry-After, when it sent one (Replicate's 429 says "resets in ~30s"). */
+    readonly retryAfterMs: number | undefined,
+  ) {
+    super('provider_error', `the provider kept refusing the request (HTTP ${status})`);
+    this.name = 'CreateRefused';
+  }
+}
+
+/**
+ * How long a create retries a refusal in process. Short: a rate limit that resets in ~30 s is
+ * waited out with the execution's consumer slot free (CreateRefused), not inside the step,
+ * where the wait would hold the slot and spend the step's deadline.
+ */
+export const CREATE_RETRY_WINDOW_MS = 2_000;
+
+/**
  * Sends a request that creates provider work. Retried only on answers that say it was not
- * taken (429, 503). A refusal to connect (blocked address, DNS failure before sending) is a
- * plain provider_error. Anything else after the request may have been sent (4xx other than
- * 429: rejected, provider_error; 5xx, timeout, lost connection: unknown) is classified so
- * the engine never sends it twice.
+ * taken (429, 503), within CREATE_RETRY_WINDOW_MS; still refused, CreateRefused. A refusal to
+ * connect (blocked address, DNS failure before sending) is a plain provider_error. Anything
+ * else after the request may have been sent (4xx other than 429: rejected, provider_error; 5xx,
+ * timeout, lost connection: unknown) is classified so the engine never sends it twice.
  */
 export async function createJob<T>(send: () => Promise<T>, signal: AbortSignal): Promise<T> {
   try {
-    return await withRetries(send, retryableCreate, signal);
+    return await retryWithin(send, retryableCreate, signal, CREATE_RETRY_WINDOW_MS);
   } catch (err) {
     throw classifyCreateError(err);
   }
@@ -81,7 +111,7 @@ export function classifyCreateError(err: unknown): Error {
   if (err instanceof StepError || err instanceof OutcomeUnknown) return err;
   if (err instanceof BlockedAddressError) return new StepError('provider_error', err.message);
   if (err instanceof HttpStatusError) {
-    if (err.status === 429 || err.status === 503) return new StepError('provider_error', `the provider kept refusing the request (HTTP ${err.status})`);
+    if (err.status === 429 || err.status === 503) return new CreateRefused(err.status, err.retryAfterMs);
     if (err.status >= 400 && err.status < 500) return new StepError('provider_error', `the provider rejected the request (HTTP ${err.status})`);
     return new OutcomeUnknown(`the provider answered HTTP ${err.status} to a request that may have started work`);
   }
@@ -152,7 +182,7 @@ export async function fetchOutput(ctx: ProviderContext, output: ProviderOutput, 
     () =>
       timed(ctx, output.provider ?? 'unknown', 'download', async () => {
         const res = await ctx.http.request('GET', output.url, { signal: ctx.signal, maxBytes, timeoutMs: 120_000 });
-        if (res.status !== 200) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 200), undefined);
+        if (res.status !== 200) throw new HttpStatusError(res.status, res.body.toString('utf8').slice(0, 200), retryAfterMs(res.headers));
         const ct = res.headers['content-type'];
         return { body: res.body, contentType: typeof ct === 'string' ? ct : undefined };
       }),

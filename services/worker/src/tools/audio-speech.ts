@@ -4,8 +4,9 @@ import { AUDIO_SPEECH_LIMITS, OPENAI_SPEECH_MODEL, speechUnits, type AudioSpeech
 import { StepError } from '@tes/core';
 import { ProgramFailed, runProgram } from '../programs';
 import { openaiSpeech } from '../providers/openai';
-import type { RunnerOf, StepContext, StepResult } from '../runner';
+import type { RunnerOf, StepContext, StepResult, StepWait } from '../runner';
 import { assertArtifactSize, measureAudio } from './audio-transcode';
+import { runModel, type HostedModel } from './generate';
 
 /** The bounds the schema documents, from the tool definition itself. */
 const L = AUDIO_SPEECH_LIMITS;
@@ -105,17 +106,28 @@ export const audioSpeechRunner: RunnerOf<'audio.speech'> = {
   },
 };
 
+/** The hosted speech model: one synchronous call (a refused one is waited out like a generate step's). */
+const HOSTED: Record<string, HostedModel<AudioSpeechArgs>> = {
+  [OPENAI_SPEECH_MODEL]: {
+    kind: 'call',
+    call: async (p, a) => ({
+      outputs: [
+        { bytes: await openaiSpeech(p, { model: 'gpt-4o-mini-tts', input: a.text, voice: a.voice ?? 'alloy', response_format: a.format }, L.maxArtifactBytes) },
+      ],
+    }),
+  },
+};
+
 /**
  * The OpenAI model: one request, the audio comes back whole. It is decoded with ffprobe
  * before it is stored (a provider answer that is not audio fails with provider_error) and
  * charged on the characters sent, like espeak-ng.
  */
-async function openaiSynthesize(ctx: StepContext, a: AudioSpeechArgs): Promise<StepResult> {
-  const body = await openaiSpeech(
-    { ...ctx.providers, signal: ctx.signal },
-    { model: 'gpt-4o-mini-tts', input: a.text, voice: a.voice ?? 'alloy', response_format: a.format },
-    L.maxArtifactBytes,
-  );
+async function openaiSynthesize(ctx: StepContext, a: AudioSpeechArgs): Promise<StepResult | StepWait> {
+  const ran = await runModel(ctx, HOSTED, a, { max: 1, maxBytes: L.maxArtifactBytes });
+  if ('wait' in ran) return ran.wait;
+  const body = ran.files[0]?.body;
+  if (!body) throw new StepError('provider_error', 'the provider returned no audio');
   const file = path.join(ctx.workDir, `speech-${ctx.index}.${a.format}`);
   await writeFile(file, body);
   let facts;

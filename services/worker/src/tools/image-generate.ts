@@ -1,9 +1,9 @@
 import sharp from 'sharp';
-import { IMAGE_GENERATE_LIMITS, type ImageGenerateArgs as Args } from '@tes/catalog';
+import { IMAGE_GENERATE_LIMITS, OPENAI_IMAGE_MODEL, type ImageGenerateArgs as Args } from '@tes/catalog';
 import { StepError } from '@tes/core';
-import { falCancel, falCreate, falPoll } from '../providers/fal';
+import { falCancel, falCreate, falImagesOf, falPoll } from '../providers/fal';
 import { openaiGenerateImages } from '../providers/openai';
-import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
+import { REPLICATE_MAX_JOB_MS, replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
 import type { RunnerOf } from '../runner';
 import { runModel, type HostedModel } from './generate';
 
@@ -22,6 +22,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
       }),
     poll: (p, ref) => replicatePoll(p, ref),
     cancel: (p, ref) => replicateCancel(p, ref),
+    maxJobMs: REPLICATE_MAX_JOB_MS,
   },
   'fal/flux-schnell': {
     kind: 'job',
@@ -36,17 +37,21 @@ const MODELS: Record<string, HostedModel<Args>> = {
         ...(a.seed !== undefined ? { seed: a.seed } : {}),
       });
     },
-    poll: (p, ref) =>
-      falPoll(p, 'fal-ai/flux/schnell', ref, (r) =>
-        (Array.isArray(r.images) ? r.images : []).map((i) => (i as { url?: unknown }).url).filter((u): u is string => typeof u === 'string'),
-      ),
+    poll: (p, ref) => falPoll(p, 'fal-ai/flux/schnell', ref, falImagesOf),
     cancel: (p, ref) => falCancel(p, 'fal-ai/flux/schnell', ref),
   },
-  'openai/gpt-image-1': {
-    kind: 'call',
-    call: (p, a) => openaiGenerateImages(p, { model: 'gpt-image-1', prompt: a.prompt, n: a.count, size: a.size, output_format: a.format }),
-  },
+  'openai/gpt-image-1.5': openaiImages(OPENAI_IMAGE_MODEL),
+  // retired by OpenAI: refused at quote and submit; one accepted before that fails at OpenAI, unbilled
+  'openai/gpt-image-1': openaiImages('gpt-image-1'),
 };
+
+function openaiImages(model: string): HostedModel<Args> {
+  return {
+    kind: 'call',
+    // an execution accepted before quality existed has none: OpenAI's medium, which its flat quote covered
+    call: (p, a) => openaiGenerateImages(p, { model, prompt: a.prompt, n: a.count, size: a.size, quality: a.quality ?? 'medium', output_format: a.format }),
+  };
+}
 
 /**
  * image.generate. Every returned file is decoded and re-encoded to the asked format with
@@ -75,6 +80,7 @@ export const imageGenerateRunner: RunnerOf<'image.generate'> = {
     }
     return {
       units: files.length,
+      ...(ran.usage ? { usage: ran.usage } : {}),
       files,
       facts: { images: files.length, model: a.model },
     };

@@ -4,7 +4,7 @@ import { startedSecondsOf, VIDEO_GENERATE_LIMITS, type VideoGenerateArgs as Args
 import { StepError } from '@tes/core';
 import { probeMedia } from '../media/ffprobe';
 import { falCancel, falCreate, falPoll } from '../providers/fal';
-import { replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
+import { REPLICATE_MAX_JOB_MS, replicateCancel, replicateCreate, replicatePoll } from '../providers/replicate';
 import type { RunnerOf } from '../runner';
 import { runModel, type HostedModel } from './generate';
 
@@ -16,6 +16,7 @@ const MODELS: Record<string, HostedModel<Args>> = {
     create: (p, a) => replicateCreate(p, 'kwaivgi/kling-v1.6-standard', { prompt: a.prompt, duration: a.durationSeconds, aspect_ratio: a.aspectRatio }),
     poll: (p, ref) => replicatePoll(p, ref),
     cancel: (p, ref) => replicateCancel(p, ref),
+    maxJobMs: REPLICATE_MAX_JOB_MS,
   },
   'fal/kling-video-v1-standard': {
     kind: 'job',
