@@ -7,3 +7,4 @@ export * from './api-keys';
 export * from './media';
 export * from './file-facts';
 export * from './release';
+export * from './outbox-message';
