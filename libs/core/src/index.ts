@@ -8,3 +8,5 @@ export * from './media';
 export * from './file-facts';
 export * from './release';
 export * from './outbox-message';
+export * from './public-execution';
+export * from './webhook-event';
