@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ERROR_TABLE } from '@tes/core';
+import { errorFromResponse } from '../src/errors';
 import { ERROR_CODE_FILES, renderErrorCodeFiles } from '../scripts/generate-error-codes';
 
 const ROOT = join(__dirname, '../../..');
@@ -27,4 +28,13 @@ it.each(Object.entries(renderErrorCodeFiles()))('%s is what `npm run generate:er
 it('a code added to the table reaches every generated file', () => {
   const files = renderErrorCodeFiles({ ...ERROR_TABLE, brand_new_code: { http: 418, status: 'INTERNAL', retryable: false, description: 'A test code.' } });
   for (const path of Object.values(ERROR_CODE_FILES)) expect(files[path]).toContain('brand_new_code');
+});
+
+/**
+ * The table's `retryable` is the SDK's resend policy (src/http.ts): a 429 rate_limit_exceeded
+ * after its Retry-After, and a 5xx other than execution_disabled; nothing else is sent again.
+ */
+it.each(Object.entries(ERROR_TABLE))('%s: the SDK resends it exactly when the table says it is retryable', (code, facts) => {
+  const err = errorFromResponse(facts.http, { error: { status: facts.status, message: code } }, new Headers());
+  expect(err.retryable || code === 'rate_limit_exceeded').toBe(facts.retryable);
 });
