@@ -7,3 +7,6 @@ export * from './api-keys';
 export * from './media';
 export * from './file-facts';
 export * from './release';
+export * from './outbox-message';
+export * from './public-execution';
+export * from './webhook-event';
