@@ -68,7 +68,7 @@ test('the fair claim, and the worker statements by id, read what they need, not 
   );
   const capture = captureStatements(database.name, (app) => app === 'tes-claim-test');
   const claimed: { id: string; projectId: string; lease: string }[] = [];
-  let statements: CapturedStatement[] = [];
+  let statements: CapturedStatement[];
   try {
     for (let i = 0; i < 8; i++) {
       const c = await claimNextFair(db, { category: 'test', owner: 'w1', leaseTtlMs: 60_000, share: 1, ownSlots: 100 });

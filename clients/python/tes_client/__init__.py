@@ -8,11 +8,11 @@
 The same surface and semantics as the TypeScript SDK (libs/client): see README.md.
 """
 
+from ._error_codes import ERROR_CODES
 from ._follow import DEFAULT_FIRST_EVENT_TIMEOUT_SECONDS, RUN_STRATEGIES, WAIT_SECONDS, PollResult
 from ._http import RetryOptions
 from .client import CLIENT_VERSION, DEFAULT_BASE_URL, DEFAULT_POLL_INTERVAL_SECONDS, TesClient
 from .errors import (
-    ERROR_CODES,
     ArtifactIntegrityError,
     AuthenticationError,
     ExecutionDisabledError,

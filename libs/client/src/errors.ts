@@ -1,54 +1,10 @@
 import { apiErrorSentence } from './error-words';
 import { byteSize } from './money';
+import type { ErrorCode } from './error-codes';
 import type { Execution } from './types';
 
-/**
- * Every `error.message` code the API answers with (docs/api.md#errors).
- * A test checks this list against every code services/gateway/openapi.json documents, so
- * a new code cannot reach callers unnamed.
- */
-export const ERROR_CODES = [
-  'invalid_json',
-  'invalid_request',
-  'invalid_arguments',
-  'tool_mismatch',
-  'idempotency_key_required',
-  'idempotency_key_invalid',
-  'unsupported_media_type',
-  'invalid_base64',
-  'file_content_mismatch',
-  'file_too_large',
-  'file_not_found',
-  'request_too_large',
-  'price_version_mismatch',
-  'maximum_charge_insufficient',
-  'execution_not_cancellable',
-  'platform_api_key_missing',
-  'platform_api_key_invalid',
-  'platform_api_key_expired',
-  'platform_api_key_revoked',
-  'platform_api_key_scope_required',
-  'platform_project_permission_required',
-  'execution_cancel_not_allowed',
-  'route_not_found',
-  'tool_not_found',
-  'tool_unavailable',
-  'model_unavailable',
-  'execution_not_found',
-  'artifact_not_found',
-  'artifact_expired',
-  'webhook_endpoint_not_found',
-  'method_not_allowed',
-  'idempotency_key_reused',
-  'rate_limit_exceeded',
-  'insufficient_balance',
-  'monthly_cap_exceeded',
-  'internal_error',
-  'execution_disabled',
-  'service_unavailable',
-] as const;
-
-export type ErrorCode = (typeof ERROR_CODES)[number];
+/** The codes are generated from the server's own table (libs/core); a test keeps them current. */
+export { ERROR_CODES, type ErrorCode } from './error-codes';
 
 /** Base of everything this package throws; `code` is stable and snake_case. */
 export class TesError extends Error {

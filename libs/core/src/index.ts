@@ -7,4 +7,7 @@ export * from './api-keys';
 export * from './media';
 export * from './file-facts';
 export * from './release';
+export * from './outbox-message';
+export * from './public-execution';
+export * from './webhook-event';
 export * from './retry';

@@ -1,32 +1,18 @@
 import type { Knex } from 'knex';
+import type { ExecutionMessage, OutboxEntry } from '@tes/core';
 import { prepared } from './prepared';
 
 /**
- * The outbox (docs/architecture.md#the-paths-that-must-never-lose-money-or-work: submit and recover): the one owner of its rows and of the message
- * they carry. A row is written in the same statement or transaction as the state change that
- * needs a worker to look at an execution (a submit, a hand-back by the reaper); after commit the
+ * The outbox (docs/architecture.md#the-paths-that-must-never-lose-money-or-work: submit and
+ * recover): the one owner of its rows. A row is written in the same statement or transaction as
+ * the state change that needs a worker to look at an execution (a submit, a hand-back by the reaper); after commit the
  * writer publishes it (the gateway's dispatcher) and, if that does not happen, the relay's sweep
  * does. Both publish an OutboxEntry as it was read back from its row.
  *
- * The broker carries nothing but "go look at execution X": a worker reads everything else from
- * the database. A row is routed by the execution's category: the topology binds each category's
+ * The message itself (ExecutionMessage, OutboxEntry) is owned by libs/core (outbox-message.ts).
+ * A row is routed by the execution's category: the topology binds each category's
  * work queue under its category name (libs/messaging topology.ts).
  */
-
-/** The message body: which execution to look at (and whose, for logs). */
-export interface ExecutionMessage {
-  executionId: string;
-  projectId: string;
-}
-
-/** A written outbox row, as the dispatcher and the sweep publish it. */
-export interface OutboxEntry {
-  id: number;
-  routingKey: string;
-  message: ExecutionMessage;
-  /** The W3C traceparent of the span that wrote the row (migration 20261123000017), else null. */
-  traceparent: string | null;
-}
 
 /**
  * `INSERT INTO outbox` for every execution row of `source` (a CTE or table with id, project_id
@@ -45,17 +31,6 @@ const OUTBOX_RETURNING = 'id, routing_key, payload, trace_context';
 
 export function toOutboxEntry(row: { id: number | string; routing_key: string; payload: ExecutionMessage; trace_context: string | null }): OutboxEntry {
   return { id: Number(row.id), routingKey: row.routing_key, message: row.payload, traceparent: row.trace_context };
-}
-
-/**
- * Reads a message off the broker. Null when it names no execution (a malformed or foreign
- * message): the consumer dead-letters it. A message without a project id (none is written so)
- * is still honoured: the worker reads the execution from the database either way.
- */
-export function parseExecutionMessage(payload: unknown): ExecutionMessage | null {
-  const p = payload as { executionId?: unknown; projectId?: unknown } | null | undefined;
-  if (typeof p?.executionId !== 'string') return null;
-  return { executionId: p.executionId, projectId: typeof p.projectId === 'string' ? p.projectId : '' };
 }
 
 export async function markOutboxPublished(db: Knex, ids: readonly number[]): Promise<void> {

@@ -6,13 +6,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
-import { newId } from '@tes/core';
+import { newId, WEBHOOK_EVENTS, type WebhookEvent, type WebhookEventBody } from '@tes/core';
 import type { PublicExecutionFields, PublicStepFields } from './executions';
 import { iso } from './time';
 
-/** The events an endpoint may subscribe to (all of them by default). */
-export const WEBHOOK_EVENTS = ['execution.succeeded', 'execution.failed', 'execution.cancelled', 'execution.needs_review'] as const;
-export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
+/** The event types and the body (libs/core webhook-event.ts, their owner), for the callers of this module. */
+export { WEBHOOK_EVENTS, type WebhookEvent } from '@tes/core';
 
 /** Notified (empty payload) when deliveries were written: a relay looks for due ones at once. */
 export const WEBHOOK_DELIVERIES_CHANNEL = 'tes_webhook_deliveries';
@@ -186,7 +185,7 @@ export interface DueDelivery {
   url: string;
   secret: string;
   /** The body of earlier attempts (null on the first: the deliverer builds and keeps it). */
-  payload: Record<string, unknown> | null;
+  payload: WebhookEventBody | null;
   /** What the body describes: the execution when the event happened (null on rows written before the snapshot existed). */
   snapshot: ExecutionSnapshot | null;
   eventAt: string;
@@ -313,7 +312,7 @@ export async function claimDueDeliveries(db: Knex, options: ClaimOptions): Promi
     eventType: r.event_type as WebhookEvent,
     url: r.url as string,
     secret: r.secret as string,
-    payload: (r.payload as Record<string, unknown> | null) ?? null,
+    payload: (r.payload as WebhookEventBody | null) ?? null,
     snapshot: (r.execution_snapshot as ExecutionSnapshot | null) ?? null,
     eventAt: iso(r.event_at as Date)!,
     attempts: (r.attempts as number) - 1,
@@ -361,7 +360,7 @@ export async function deliveryStillWanted(db: Knex, id: string, claim: { attempt
 }
 
 /** Keeps the body of a delivery's first attempt, so every attempt sends the same event. */
-export async function fixDeliveryPayload(db: Knex, id: string, payload: Record<string, unknown>): Promise<void> {
+export async function fixDeliveryPayload(db: Knex, id: string, payload: WebhookEventBody): Promise<void> {
   await db('webhook_deliveries')
     .where({ id })
     .whereNull('payload')

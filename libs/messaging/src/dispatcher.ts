@@ -1,3 +1,4 @@
+import type { OutboxEntry } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
 import type { Logger } from '@tes/observability';
 import { withPublishSpan } from '@tes/tracing';
@@ -5,15 +6,6 @@ import { withPublishSpan } from '@tes/tracing';
 export interface Publisher {
   /** `headers`: AMQP headers (the trace context's traceparent, when tracing is on). */
   publish(routingKey: string, payload: unknown, options: { messageId: string; headers?: Record<string, string> }): Promise<void>;
-}
-
-/** An outbox row to publish (libs/db's OutboxEntry, seen from here). */
-export interface OutboxMessage {
-  id: number;
-  routingKey: string;
-  message: { executionId?: unknown };
-  /** The trace of the request that wrote the row (tracing on), carried on in the message headers. */
-  traceparent?: string | null;
 }
 
 /** A publish not confirmed by then counts as failed. */
@@ -29,7 +21,7 @@ const OUTBOX_PUBLISH_TIMEOUT_MS = 10_000;
  */
 export async function publishOutbox(
   publisher: Publisher,
-  entries: readonly OutboxMessage[],
+  entries: readonly OutboxEntry[],
   timeoutMs: number = OUTBOX_PUBLISH_TIMEOUT_MS,
 ): Promise<{ published: number[]; failed: { id: number; error: string }[] }> {
   const results = await Promise.allSettled(
@@ -81,7 +73,7 @@ export class OutboxDispatcher {
   ) {}
 
   /** Publishes the row a committed transaction wrote (off the caller's path). */
-  dispatch(entry: OutboxMessage): void {
+  dispatch(entry: OutboxEntry): void {
     const run = (async () => {
       const { published, failed } = await publishOutbox(this.publisher, [entry], this.publishTimeoutMs);
       if (published.length === 0) {

@@ -56,7 +56,7 @@ async function setup(o: { url?: string; exchange?: string; markIntervalMs?: numb
   return { dispatcher, marks, counted, events };
 }
 
-const entry = (id: number) => ({ id, routingKey: CATEGORY, message: { executionId: `exe_${id}`, projectId: 'prj_1' } });
+const entry = (id: number) => ({ id, routingKey: CATEGORY, message: { executionId: `exe_${id}`, projectId: 'prj_1' }, traceparent: null });
 
 async function queued(): Promise<GetMessage[]> {
   const out: GetMessage[] = [];

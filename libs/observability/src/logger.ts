@@ -76,15 +76,19 @@ const redactFormat = winston.format((info) => {
  * its copy, never on the caller's object.
  */
 const traceFormat = winston.format((info) => {
-  if (info.trace_id === undefined) {
-    const ids = traceFields();
-    if (ids.trace_id !== undefined) {
-      info.trace_id = ids.trace_id;
-      info.span_id = ids.span_id;
-    }
-  }
+  addTraceIds(info);
   return info;
 });
+
+/** Adds the active span's trace_id and span_id to a record that has no trace_id (both paths below). */
+function addTraceIds(record: Record<string, unknown>): void {
+  if (record.trace_id !== undefined) return;
+  const ids = traceFields();
+  if (ids.trace_id !== undefined) {
+    record.trace_id = ids.trace_id;
+    record.span_id = ids.span_id;
+  }
+}
 
 export interface LoggerOptions {
   service: string;
@@ -151,7 +155,8 @@ function redactInto(record: Record<string, unknown>, key: string, value: unknown
  * log) that was a large share of a status poll's CPU.
  *
  * A logger with a format or transport this path does not reproduce (a transport with its own
- * format) falls back to `logger.log`.
+ * format) falls back to `logger.log`. Why two paths, and what keeps them writing the same bytes
+ * (test/log-fields.test.ts): docs/architecture.md#logs-two-paths-one-line.
  */
 export function logFields(logger: Logger, level: string, message: string, fields: Readonly<Record<string, string | number | boolean | undefined>>): void {
   if (logger.silent || !logger.isLevelEnabled(level)) return;
@@ -164,14 +169,7 @@ export function logFields(logger: Logger, level: string, message: string, fields
   const meta = logger.defaultMeta as Record<string, unknown> | undefined;
   if (meta) for (const key of Object.keys(meta)) redactInto(record, key, meta[key]);
   for (const key of Object.keys(fields)) redactInto(record, key, fields[key]);
-  // as traceFormat: the active span's ids, unless the caller gave them
-  if (fields.trace_id === undefined) {
-    const ids = traceFields();
-    if (ids.trace_id !== undefined) {
-      record.trace_id = ids.trace_id;
-      record.span_id = ids.span_id;
-    }
-  }
+  addTraceIds(record); // as traceFormat: the active span's ids, unless the caller gave them
   record.level = level;
   record.message = redactText(message);
   record.timestamp = isoNow();

@@ -164,7 +164,7 @@ describe('OpenApiValidator accepts real responses', () => {
       headers({ 'retry-after': '5', location: `/tools/executions/${runningRec.id}`, 'idempotent-replayed': 'true' }),
     );
     ok('POST', '/tools/image.render', 200, { data: succeeded }, headers({ 'idempotent-replayed': 'true' }));
-    for (const e of [accepted, running, succeeded, failed, cancelRequested]) ok('GET', `/tools/executions/${e.id as string}`, 200, { data: e });
+    for (const e of [accepted, running, succeeded, failed, cancelRequested]) ok('GET', `/tools/executions/${e.id}`, 200, { data: e });
     ok('POST', `/tools/executions/${queued.id}/cancel`, 200, { data: publicExecution({ ...queued, status: 'cancelled', finishedAt: T1 }, []) });
     ok('POST', `/tools/executions/${runningRec.id}/cancel`, 202, { data: cancelRequested });
   });
@@ -190,7 +190,7 @@ describe('OpenApiValidator accepts real responses', () => {
 
   it('downloads and uploads', () => {
     const a = (succeeded.output as { artifacts: { id: string }[] }).artifacts[0]!;
-    ok('GET', `/tools/executions/${succeeded.id as string}/artifacts/${a.id}/download`, 200, {
+    ok('GET', `/tools/executions/${succeeded.id}/artifacts/${a.id}/download`, 200, {
       data: {
         url: 'http://127.0.0.1:9000/bucket/artifacts/x.txt?X-Amz-Expires=300&X-Amz-Signature=abc',
         expiresAt: T2,

@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
-import { abandonExecution, parseExecutionMessage, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
+import { parseExecutionMessage } from '@tes/core';
+import { abandonExecution, MAX_ATTEMPTS, oldestUnsentAgeSeconds, reapExpiredLeases, sweepExpired, sweepOutbox } from '@tes/db';
 import { publishOutbox, type ConfirmPublisher } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 

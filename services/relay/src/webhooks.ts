@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Knex } from 'knex';
-import { canonicalJson } from '@tes/core';
+import { canonicalJson, type PublicExecution, type WebhookEventBody } from '@tes/core';
 import {
   claimDueDeliveries,
   deliveryStillWanted,
@@ -239,16 +239,16 @@ export class WebhookDeliverer {
    * before snapshots existed (migration 20261126000070) has none: its body is read from the
    * execution, as it always was.
    */
-  private async payload(d: DueDelivery): Promise<Record<string, unknown>> {
+  private async payload(d: DueDelivery): Promise<WebhookEventBody> {
     if (d.payload) return d.payload;
-    let data: Record<string, unknown>;
+    let data: PublicExecution;
     if (d.snapshot) data = publicExecution(d.snapshot.execution, d.snapshot.steps);
     else {
       const execution = await getExecutionById(this.o.db, d.executionId);
       if (!execution) throw new Error(`execution ${d.executionId} not found`);
       data = publicExecution(execution, await getSteps(this.o.db, execution.projectId, [execution.id]));
     }
-    const payload = { type: d.eventType, timestamp: d.eventAt, data };
+    const payload: WebhookEventBody = { type: d.eventType, timestamp: d.eventAt, data };
     await fixDeliveryPayload(this.o.db, d.id, payload);
     return payload;
   }

@@ -2,16 +2,8 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import {
-  claimNextFair,
-  isConnectionError,
-  isRolledBackError,
-  parseExecutionMessage,
-  releaseLease,
-  resumeExecution,
-  type ClaimedExecution,
-  type ExecutionMessage,
-} from '@tes/db';
+import { claimNextFair, isConnectionError, isRolledBackError, releaseLease, resumeExecution, type ClaimedExecution } from '@tes/db';
+import { parseExecutionMessage, type ExecutionMessage } from '@tes/core';
 import { crashPoint } from '@tes/lifecycle';
 import type { Delivery, Disposition } from '@tes/messaging';
 import { withSpan } from '@tes/tracing';

@@ -1,6 +1,6 @@
 import { DEFAULT_PRICE_LIST, type ToolDefinition } from '@tes/catalog';
-import { newId } from '@tes/core';
-import { auditLedger, getExecutionById, getSteps, publishPrices, reapExpiredLeases, submitExecution, type ExecutionMessage } from '@tes/db';
+import { newId, type ExecutionMessage } from '@tes/core';
+import { auditLedger, getExecutionById, getSteps, publishPrices, reapExpiredLeases, submitExecution } from '@tes/db';
 import { ObjectStore } from '@tes/storage';
 import { seedProject, useTestDatabase } from '@tes/testing';
 import { StepEngine } from '../src/engine';

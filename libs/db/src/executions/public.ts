@@ -1,3 +1,4 @@
+import type { PublicExecution } from '@tes/core';
 import type { ExecutionRecord, QueuePlace, StepRecord } from './records';
 
 /** The fields of an execution the public object shows (a webhook's snapshot holds just these). */
@@ -23,12 +24,12 @@ export type PublicExecutionFields = Pick<
 export type PublicStepFields = Pick<StepRecord, 'executionId' | 'index' | 'name' | 'status' | 'costMicros' | 'startedAt' | 'finishedAt'>;
 
 /**
- * The public execution object (docs/api.md#the-execution), as GET answers it, as its event stream sends it
+ * The public execution object (docs/api.md#the-execution; typed by libs/core's PublicExecution), as GET answers it, as its event stream sends it
  * and as its webhooks carry it. Never file bytes, never a URL. `place`, read by queuePlaces() for
  * a queued execution, adds progress.queuePosition and progress.estimatedStartAt; they are shown
  * only while the execution is queued (a place read just before a claim is dropped).
  */
-export function publicExecution(e: PublicExecutionFields, steps: readonly PublicStepFields[], place?: QueuePlace | null): Record<string, unknown> {
+export function publicExecution(e: PublicExecutionFields, steps: readonly PublicStepFields[], place?: QueuePlace | null): PublicExecution {
   const own = steps.filter((s) => s.executionId === e.id).sort((a, b) => a.index - b.index);
   const running = own.find((s) => s.status === 'running');
   return {

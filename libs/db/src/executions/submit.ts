@@ -1,9 +1,9 @@
 /** The submit (docs/architecture.md#the-paths-that-must-never-lose-money-or-work): reservation, execution, its files, outbox row and journal in one statement. */
 import type { Knex } from 'knex';
-import { AppError, newId } from '@tes/core';
+import { AppError, newId, type ExecutionMessage, type OutboxEntry } from '@tes/core';
 import { prepared } from '../prepared';
 import { isUniqueViolation } from '../pg-errors';
-import { insertOutboxSql, toOutboxEntry, type ExecutionMessage, type OutboxEntry } from '../outbox';
+import { insertOutboxSql, toOutboxEntry } from '../outbox';
 import { EXECUTION_SELECT, findByIdempotencyKey, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 
 export interface SubmitInput {

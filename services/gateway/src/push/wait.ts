@@ -1,5 +1,5 @@
 import type { Request, Response } from 'express';
-import { AppError, isTerminal } from '@tes/core';
+import { AppError, isTerminal, type PublicExecution } from '@tes/core';
 import { getExecutionWithSteps, publicExecution, withQueuePlace, type ExecutionView } from '@tes/db';
 import type { KeyCache, KeyLoss } from '../key-cache';
 import type { ChangeHub } from './change-hub';
@@ -78,7 +78,7 @@ export async function waitForEnd(
 }
 
 /** The body of an execution answer (with its place in line where the view carries one: withQueuePlace). */
-export function executionBody(view: ExecutionView): { data: Record<string, unknown> } {
+export function executionBody(view: ExecutionView): { data: PublicExecution } {
   return { data: publicExecution(view.execution, view.steps, view.queue) };
 }
 
