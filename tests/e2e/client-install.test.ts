@@ -9,7 +9,7 @@ import { useStack } from '../stack';
  * The two clients installed as a user outside this repository installs them (issue #29: the
  * npm package was UNLICENSED, and `pip install --no-index clients/python` failed for want of
  * setuptools from a registry). Each goes into a fresh folder under the system's temporary
- * directory, by exactly the command docs/incoming/sdk-errors.md gives, and a script there
+ * directory, by the README's commands (npm pack; pip install --no-index), and a script there
  * imports it and calls this test's stack:
  * - TypeScript: `npm pack` of libs/client, then `npm install <tarball>` into a new project;
  *   an ES module and a CommonJS script call the API, a TypeScript file type-checks against the

@@ -27,7 +27,7 @@ export const DEFAULT_PRICE_LIST: PriceList = {
     'video.thumbnail': { models: { ffmpeg: { unitPriceMicros: 500, minimumMicros: 500, timeoutMicrosPerSecond: 100 } } },
     'video.transcode': { models: { ffmpeg: { unitPriceMicros: 2_000, minimumMicros: 2_000, timeoutMicrosPerSecond: 100 } } },
     // Provider models: in the unit each provider bills, above its published price (the table
-    // of provider prices, ours and the worst-case margin: docs/incoming/prov-price.md).
+    // of provider prices, ours and the worst-case margin: docs/providers.md#prices-per-provider-model).
     'image.generate': {
       models: {
         // Replicate: $0.003 per output image

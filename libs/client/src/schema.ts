@@ -531,22 +531,6 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
-    requestBodies: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
 }
 export interface components {
     schemas: {
@@ -1862,10 +1846,10 @@ export interface components {
                     tool: "image.generate";
                     arguments: {
                         /**
-                         * @description Hosted model; the first available one when omitted.
+                         * @description Hosted model; the first available one when omitted. openai/gpt-image-1 is retired (OpenAI shut it down on 2026-10-23).
                          * @enum {string}
                          */
-                        model?: "replicate/flux-schnell" | "fal/flux-schnell" | "openai/gpt-image-1";
+                        model?: "replicate/flux-schnell" | "fal/flux-schnell" | "openai/gpt-image-1.5" | "openai/gpt-image-1";
                         /** @description What to draw, at most 2000 characters. */
                         prompt: string;
                         /**
@@ -1884,6 +1868,12 @@ export interface components {
                          * @enum {string}
                          */
                         format?: "png" | "jpeg";
+                        /**
+                         * @description OpenAI models: image quality, which sets the price (high costs about 4 times medium). Replicate and fal ignore it.
+                         * @default medium
+                         * @enum {string}
+                         */
+                        quality?: "low" | "medium" | "high";
                         /** @description Fixed seed for repeatable output (Replicate and fal). */
                         seed?: number;
                     };
@@ -1951,7 +1941,7 @@ export interface components {
                          * @enum {string}
                          */
                         model?: "espeak-ng" | "openai/gpt-4o-mini-tts";
-                        /** @description Text to speak, 1 to 5000 characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged. */
+                        /** @description Text to speak, 1 to 5000 characters (Unicode code points; 4096 for openai/gpt-4o-mini-tts) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged. */
                         text: string;
                         /**
                          * @description Voice. espeak-ng: a language and accent (default en-us). openai/gpt-4o-mini-tts: one of alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer (default alloy).
@@ -2197,10 +2187,10 @@ export interface components {
                     tool: "image.generate";
                     arguments: {
                         /**
-                         * @description Hosted model; the first available one when omitted.
+                         * @description Hosted model; the first available one when omitted. openai/gpt-image-1 is retired (OpenAI shut it down on 2026-10-23).
                          * @enum {string}
                          */
-                        model?: "replicate/flux-schnell" | "fal/flux-schnell" | "openai/gpt-image-1";
+                        model?: "replicate/flux-schnell" | "fal/flux-schnell" | "openai/gpt-image-1.5" | "openai/gpt-image-1";
                         /** @description What to draw, at most 2000 characters. */
                         prompt: string;
                         /**
@@ -2219,6 +2209,12 @@ export interface components {
                          * @enum {string}
                          */
                         format?: "png" | "jpeg";
+                        /**
+                         * @description OpenAI models: image quality, which sets the price (high costs about 4 times medium). Replicate and fal ignore it.
+                         * @default medium
+                         * @enum {string}
+                         */
+                        quality?: "low" | "medium" | "high";
                         /** @description Fixed seed for repeatable output (Replicate and fal). */
                         seed?: number;
                     };
@@ -2294,7 +2290,7 @@ export interface components {
                          * @enum {string}
                          */
                         model?: "espeak-ng" | "openai/gpt-4o-mini-tts";
-                        /** @description Text to speak, 1 to 5000 characters (Unicode code points) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged. */
+                        /** @description Text to speak, 1 to 5000 characters (Unicode code points; 4096 for openai/gpt-4o-mini-tts) with at least one non-space character, read as plain text (no SSML). Speech longer than 1100 seconds fails with artifact_too_large and is not charged. */
                         text: string;
                         /**
                          * @description Voice. espeak-ng: a language and accent (default en-us). openai/gpt-4o-mini-tts: one of alloy, ash, ballad, coral, echo, fable, nova, onyx, sage, shimmer (default alloy).

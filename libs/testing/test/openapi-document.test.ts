@@ -1,6 +1,6 @@
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { ERROR_CODES, type ErrorCode } from '@tes/core';
+import { ERROR_CODES, WEBHOOK_EVENTS, type ErrorCode } from '@tes/core';
 import { httpFor } from '../../../services/gateway/src/errors';
 import { escapePointer, loadOpenApi, OPENAPI_PATH, type OpenApiDocument } from '../src/openapi';
 import { doc, isObj, needsAuth, operations, validator, type Obj } from './openapi-doc';
@@ -228,5 +228,9 @@ describe('the OpenAPI document', () => {
   it('loadOpenApi reads services/gateway/openapi.json', () => {
     // The loader's type is honest: a parsed document is usable as the validator's input.
     expect(loadOpenApi(OPENAPI_PATH)).toEqual(doc satisfies OpenApiDocument);
+  });
+  it('its webhooks section names exactly the events the service sends (a merge once left a stray entry there)', () => {
+    const webhooks = Object.keys((doc as unknown as { webhooks?: Obj }).webhooks ?? {}).sort();
+    expect(webhooks).toEqual([...WEBHOOK_EVENTS, 'webhook.test'].sort());
   });
 });

@@ -15,7 +15,7 @@ type Size = '1024x1024' | '1024x1536' | '1536x1024';
  * Output (image) tokens of one image by quality and size, for gpt-image-1 and gpt-image-1.5.
  * They are OpenAI's per-image prices divided by the model's image-output token price: e.g.
  * gpt-image-1.5 high 1024x1024 $0.133 = 4,160 x $32/1M, gpt-image-1 high $0.167 = 4,160 x
- * $40/1M (sources and the date read: docs/incoming/prov-price.md, "Providers").
+ * $40/1M (sources and the date read: docs/providers.md#sources).
  */
 const OPENAI_IMAGE_OUTPUT_TOKENS: Readonly<Record<ImageQuality, Readonly<Record<Size, number>>>> = {
   low: { '1024x1024': 272, '1024x1536': 408, '1536x1024': 400 },
