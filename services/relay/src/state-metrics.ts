@@ -1,11 +1,13 @@
 import type { Channel } from 'amqplib';
 import type { Knex } from 'knex';
-import { auditLedgerPass, categoryQueueStates } from '@tes/db';
+import { auditLedgerPass, categoryQueueStates, refreshLiveStatistics } from '@tes/db';
 import type { AmqpClient } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
 /** An audit after an outage works off at most this many passes (each of bounded size) before it yields. */
 const MAX_PASSES_PER_AUDIT = 50;
+/** At most one ANALYZE of executions per relay in this long (refreshLiveStatistics). */
+const ANALYZE_EVERY_MS = 5 * 60_000;
 
 export interface StateMetricsOptions {
   db: Knex;
@@ -40,6 +42,10 @@ export class StateMetrics {
   private stopping = false;
   /** Categories reported so far: one whose line empties is set to 0, not left at its last value. */
   private readonly categories: Set<string>;
+  private analyzing: Promise<void> | undefined;
+  private lastAnalyzeAt = 0;
+  /** Set when ANALYZE was refused (the role does not own the table): said once, not tried again. */
+  private analyzeRefused = false;
 
   constructor(private readonly o: StateMetricsOptions) {
     this.categories = new Set(o.categories ?? []);
@@ -90,6 +96,7 @@ export class StateMetrics {
         metrics.runningExecutions.set({ category }, s?.running ?? 0);
         metrics.oldestQueuedAgeSeconds.set({ category }, s?.oldestQueuedAgeSeconds ?? 0);
       }
+      this.keepStatisticsLive([...states.values()].reduce((n, s) => n + s.queued + s.running, 0));
       const ch = this.channel;
       if (ch) {
         for (const queue of this.o.queues) {
@@ -101,6 +108,33 @@ export class StateMetrics {
     } catch (err) {
       this.o.logger.warn('relay.state_metrics.failed', { err: (err as Error).message });
     }
+  }
+
+  /**
+   * The planner's count of live executions follows the gauges' (refreshLiveStatistics): in the
+   * background, so an ANALYZE of a large table never holds back the gauges, and at most once
+   * per ANALYZE_EVERY_MS.
+   */
+  private keepStatisticsLive(live: number): void {
+    if (this.analyzing || this.analyzeRefused || this.stopping || Date.now() - this.lastAnalyzeAt < ANALYZE_EVERY_MS) return;
+    const started = Date.now();
+    this.analyzing = refreshLiveStatistics(this.o.db, live)
+      .then((r) => {
+        if (!r.analyzed) return;
+        this.lastAnalyzeAt = Date.now();
+        this.o.logger.info('relay.statistics.analyzed', { table: 'executions', live, estimatedBefore: Math.round(r.estimated), ms: Date.now() - started });
+      })
+      .catch((err: unknown) => {
+        const code = (err as { code?: string }).code;
+        if (code === '42501') this.analyzeRefused = true; // insufficient_privilege: the table's owner must analyze it
+        this.o.logger.warn('relay.statistics.failed', {
+          err: (err as Error).message,
+          ...(code === '42501'
+            ? { hint: "the relay's role does not own executions: schedule ANALYZE executions, or lower its autovacuum_analyze_scale_factor" }
+            : {}),
+        });
+      })
+      .finally(() => (this.analyzing = undefined));
   }
 
   /**
@@ -142,7 +176,7 @@ export class StateMetrics {
     this.stopping = true;
     if (this.timer) clearInterval(this.timer);
     if (this.auditTimer) clearInterval(this.auditTimer);
-    await Promise.all([this.running, this.auditing]);
+    await Promise.all([this.running, this.auditing, this.analyzing]);
     await this.channel?.close().catch(() => undefined);
   }
 }

@@ -6,5 +6,6 @@ export * from './settle';
 export * from './public';
 export * from './queue-position';
 export * from './queue-state';
+export * from './live-statistics';
 export * from './fair-share';
 export * from './summaries';
