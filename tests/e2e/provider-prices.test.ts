@@ -124,12 +124,12 @@ describe('OpenAI images', () => {
 });
 
 describe('fal flux per megapixel', () => {
-  it('1024x1024 is one megapixel, 1536x1024 two: charged $0.004 per megapixel', async () => {
+  it('1024x1024 and 1536x1024 are two megapixels each (10^6 pixels, rounded up): charged $0.004 per megapixel', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const square = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'a square boat', size: '1024x1024' });
     const wide = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'a wide boat', size: '1536x1024', count: 2 });
-    expect([square.quoted, wide.quoted]).toEqual([4_000, 16_000]);
-    expect(await waitForExecution(stack, p.secret, square.id)).toMatchObject({ status: 'succeeded', chargedMicros: 4_000 });
+    expect([square.quoted, wide.quoted]).toEqual([8_000, 16_000]);
+    expect(await waitForExecution(stack, p.secret, square.id)).toMatchObject({ status: 'succeeded', chargedMicros: 8_000 });
     expect(await waitForExecution(stack, p.secret, wide.id)).toMatchObject({ status: 'succeeded', chargedMicros: 16_000 });
   });
 });

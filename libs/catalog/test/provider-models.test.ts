@@ -135,8 +135,8 @@ describe('prices in the provider’s unit', () => {
     expect(catalog.cost(tool, 'openai/gpt-image-1.5', 2, flat, args, { inputTokens: 10, outputTokens: 544 })).toBe(140_000);
   });
 
-  it('fal flux: per megapixel, each image’s size rounded up to whole megapixels of 1024 x 1024', () => {
-    expect(quote({ model: 'fal/flux-schnell', prompt: 'x', size: '1024x1024' }).maximumChargeMicros).toBe(4_000);
+  it('fal flux: per megapixel, each image’s size rounded up to whole megapixels of 10^6 pixels (fal’s worst reading)', () => {
+    expect(quote({ model: 'fal/flux-schnell', prompt: 'x', size: '1024x1024' }).maximumChargeMicros).toBe(8_000);
     expect(quote({ model: 'fal/flux-schnell', prompt: 'x', size: '1536x1024' }).maximumChargeMicros).toBe(8_000);
     expect(quote({ model: 'fal/flux-schnell', prompt: 'x', size: '1024x1536', count: 3 }).maximumChargeMicros).toBe(24_000);
   });
@@ -148,7 +148,7 @@ describe('prices in the provider’s unit', () => {
   it('says so in the price description', () => {
     const gen = listed(catalog, TODAY, 'image.generate');
     const price = (id: string) => gen.models.find((m) => m.id === id)!.price!.description;
-    expect(price('fal/flux-schnell')).toBe('$0.004 per megapixel (each image rounded up to whole megapixels of 1024 x 1024 pixels)');
+    expect(price('fal/flux-schnell')).toBe('$0.004 per megapixel (each image rounded up to whole megapixels of 10^6 pixels)');
     expect(price('openai/gpt-image-1.5')).toMatch(/^\$40 per 1M image tokens .*\$6 per 1M prompt tokens/);
   });
 });

@@ -32,8 +32,13 @@ function promptTokenBound(prompt: string): number {
   return Buffer.byteLength(prompt, 'utf8') + 64;
 }
 
-/** fal's megapixel: 1024 x 1024 pixels, each image rounded up to whole megapixels. */
-const FAL_MEGAPIXEL = 1024 * 1024;
+/**
+ * fal's megapixel, as counted at the worst for us: 10^6 pixels, each image rounded up to whole
+ * megapixels ("all per-megapixel prices round up to nearest MP"). A 1024 x 1024 image is then 2
+ * megapixels: counted as one (1024 x 1024 to the megapixel), its price ($0.004) was below fal's
+ * bill for it under that reading ($0.006). Where fal bills fractions we earn the difference.
+ */
+const FAL_MEGAPIXEL = 1_000_000;
 
 function falMegapixels(size: Size): number {
   const [w, h] = size.split('x').map(Number) as [number, number];
@@ -89,7 +94,7 @@ export function describeImagePrice(price: ModelPrice): string {
     );
   }
   if (price.megapixelPriceMicros !== undefined) {
-    return `${formatUsd(price.megapixelPriceMicros)} per megapixel (each image rounded up to whole megapixels of 1024 x 1024 pixels)`;
+    return `${formatUsd(price.megapixelPriceMicros)} per megapixel (each image rounded up to whole megapixels of 10^6 pixels)`;
   }
   return `${formatUsd(price.unitPriceMicros)} per image`;
 }
