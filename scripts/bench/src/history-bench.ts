@@ -218,7 +218,8 @@ async function cancelLeftovers(db: Db): Promise<number> {
     }
   };
   await Promise.all(Array.from({ length: 8 }, worker));
-  if (live.rows.length > 0) say(`  ${live.rows.length.toLocaleString('en-US')} executions earlier runs left live cancelled in ${((Date.now() - t) / 1000).toFixed(0)} s`);
+  if (live.rows.length > 0)
+    say(`  ${live.rows.length.toLocaleString('en-US')} executions earlier runs left live cancelled in ${((Date.now() - t) / 1000).toFixed(0)} s`);
   return (Date.now() - t) / 1000;
 }
 
