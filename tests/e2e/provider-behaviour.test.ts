@@ -57,7 +57,7 @@ describe('fal: a job past its deadline, cancelled', () => {
         (prompt) => submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt }),
       ),
     );
-    expect(await wait(delivered!, p.secret)).toMatchObject({ status: 'succeeded', chargedMicros: 4_000, reservedMicros: 4_000 });
+    expect(await wait(delivered!, p.secret)).toMatchObject({ status: 'succeeded', chargedMicros: 8_000, reservedMicros: 8_000 });
     expect(await wait(stopped!, p.secret)).toMatchObject({ status: 'failed', errorCode: 'provider_timeout', chargedMicros: 0 });
     // fal's documented OK: removed from the queue, it never ran (not a failed read: no needs_review)
     expect(await wait(queued!, p.secret)).toMatchObject({ status: 'failed', errorCode: 'provider_timeout', chargedMicros: 0 });
@@ -67,7 +67,7 @@ describe('fal: a job past its deadline, cancelled', () => {
       const row = await stack.db('execution_steps').where({ execution_id: id, index: 0 }).first('external_ref');
       expect(fake.requests.filter((r) => r.method === 'PUT' && r.path.endsWith(`/requests/${row.external_ref as string}/cancel`))).toHaveLength(1);
     }
-    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 4_000 - 4_000, reserved: 4_000 });
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 8_000 - 8_000, reserved: 8_000 });
   });
 });
 
@@ -77,12 +77,12 @@ describe('fal flux: has_nsfw_concepts', () => {
     const some = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'three, one flagged [nsfw:1]', count: 3 });
     const all = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'all flagged [nsfw:all]', count: 2 });
     const done = await wait(some, p.secret);
-    expect(done).toMatchObject({ status: 'succeeded', reservedMicros: 12_000, chargedMicros: 8_000 });
+    expect(done).toMatchObject({ status: 'succeeded', reservedMicros: 24_000, chargedMicros: 16_000 });
     expect((done.output as { artifacts: unknown[] }).artifacts).toHaveLength(2);
     const refused = await wait(all, p.secret);
     expect(refused).toMatchObject({ status: 'failed', errorCode: 'provider_error', chargedMicros: 0 });
     expect(refused.errorMessage).toMatch(/safety checker flagged every image/);
-    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 8_000, reserved: 0 });
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 16_000, reserved: 0 });
   });
 });
 

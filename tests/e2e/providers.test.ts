@@ -86,7 +86,8 @@ describe('image.generate', () => {
     const p = await stack.seed({ creditMicros: 100_000 });
     const id = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'a paper boat [polls:2]', count: 1, format: 'jpeg' });
     const done = await waitForExecution(stack, p.secret, id);
-    expect(done).toMatchObject({ status: 'succeeded', chargedMicros: 4_000 });
+    // 1024x1024 is 2 megapixels of 10^6 pixels, rounded up (docs/providers.md)
+    expect(done).toMatchObject({ status: 'succeeded', chargedMicros: 8_000 });
     expect(fake.requests.some((r) => r.path.startsWith('/fal/fal-ai/flux/requests/') && r.path.endsWith('/status'))).toBe(true);
     const arts = (done.output as { artifacts: { id: string; mimeType: string }[] }).artifacts;
     expect(arts[0]!.mimeType).toBe('image/jpeg');
@@ -146,13 +147,13 @@ describe('image.generate', () => {
     const p = await stack.seed({ creditMicros: 100_000 });
     const late = await submit(p.secret, 'image.generate', { model: 'fal/flux-schnell', prompt: 'just in time [never] [completes-on-cancel]' });
     const unanswered = await submit(p.secret, 'image.generate', { model: 'replicate/flux-schnell', prompt: 'cancel lost [never] [cancel-500:forever]' });
-    expect(await waitForExecution(stack, p.secret, late, undefined, 25_000)).toMatchObject({ status: 'succeeded', chargedMicros: 4_000 });
+    expect(await waitForExecution(stack, p.secret, late, undefined, 25_000)).toMatchObject({ status: 'succeeded', chargedMicros: 8_000 });
     expect(await waitForExecution(stack, p.secret, unanswered, undefined, 25_000)).toMatchObject({
       status: 'needs_review',
       errorCode: 'provider_outcome_unknown',
       chargedMicros: 0,
     });
-    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 4_000 - 4_000, reserved: 4_000 });
+    expect(await projectBalance(stack.db, p.projectId)).toEqual({ available: 100_000 - 8_000 - 4_000, reserved: 4_000 });
   });
 
   it('an unanswered create (500, or a dropped connection) ends in needs_review with the reservation held, never a second request', async () => {
@@ -183,7 +184,7 @@ describe('image.generate', () => {
     await stack.db('execution_steps').insert({ execution_id: id, project_id: p.projectId, index: 0, name: 'generate', status: 'running', external: true });
     await stack.startWorker();
     const done = await waitForExecution(stack, p.secret, id);
-    expect(done).toMatchObject({ status: 'needs_review', chargedMicros: 0, reservedMicros: 4_000 });
+    expect(done).toMatchObject({ status: 'needs_review', chargedMicros: 0, reservedMicros: 8_000 });
     expect(creates('crash window')).toHaveLength(0);
   });
 
@@ -219,7 +220,7 @@ describe('a provider that cannot be read', () => {
 
   it.each([
     ['Replicate: status polls answer HTTP 500', 'image.generate', { model: 'replicate/flux-schnell', prompt: 'blip fox [status-500:2000]' }, 4_000],
-    ['fal: status polls drop the connection', 'image.generate', { model: 'fal/flux-schnell', prompt: 'blip boat [status-drop:2000]' }, 4_000],
+    ['fal: status polls drop the connection', 'image.generate', { model: 'fal/flux-schnell', prompt: 'blip boat [status-drop:2000]' }, 8_000],
     ['Replicate: the output files answer HTTP 503', 'image.generate', { model: 'replicate/flux-schnell', prompt: 'blip owl [file-503:2000]', count: 2 }, 8_000],
     [
       'fal: the result URL answers 502, then the video drops the connection',
@@ -245,14 +246,14 @@ describe('a provider that cannot be read', () => {
     try {
       const p = await own.seed({ creditMicros: 100_000 });
       const cases = [
-        { model: 'replicate/flux-schnell', prompt: 'lost fox [status-500:forever]' },
-        { model: 'fal/flux-schnell', prompt: 'lost boat [result-502:forever]' },
-        { model: 'fal/flux-schnell', prompt: 'lost owl [file-drop:forever]' },
+        { model: 'replicate/flux-schnell', prompt: 'lost fox [status-500:forever]', reserved: 4_000 },
+        { model: 'fal/flux-schnell', prompt: 'lost boat [result-502:forever]', reserved: 8_000 },
+        { model: 'fal/flux-schnell', prompt: 'lost owl [file-drop:forever]', reserved: 8_000 },
       ];
-      const ids = await Promise.all(cases.map((args) => submit(p.secret, 'image.generate', args, own)));
+      const ids = await Promise.all(cases.map(({ model, prompt }) => submit(p.secret, 'image.generate', { model, prompt }, own)));
       for (const [i, id] of ids.entries()) {
         const done = await waitForExecution(own, p.secret, id);
-        expect(done).toMatchObject({ status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0, reservedMicros: 4_000 });
+        expect(done).toMatchObject({ status: 'needs_review', errorCode: 'provider_outcome_unknown', chargedMicros: 0, reservedMicros: cases[i]!.reserved });
         expect(done.errorMessage).toMatch(/could not be read before its deadline/);
         expect(creates(cases[i]!.prompt)).toHaveLength(1);
         // It kept reading, with backoff, until the deadline, without hammering the provider.
@@ -262,7 +263,7 @@ describe('a provider that cannot be read', () => {
         expect(reads.at(-1)!.at - created).toBeGreaterThanOrEqual(4_000);
         expect(reads.length).toBeLessThan(60);
       }
-      expect(await projectBalance(own.db, p.projectId)).toEqual({ available: 100_000 - 12_000, reserved: 12_000 });
+      expect(await projectBalance(own.db, p.projectId)).toEqual({ available: 100_000 - 20_000, reserved: 20_000 });
       expect((await own.audit()).ok).toBe(true);
     } finally {
       await own.stop();
