@@ -1,6 +1,5 @@
-import { newId } from '@tes/core';
-import { claimExecution, finishStep, getSteps, publishPrices, recordExternalRef, releaseLease, startStep, submitExecution } from '@tes/db';
-import { seedProject, useTestDatabase } from '@tes/testing';
+import { claimExecution, finishStep, getSteps, recordExternalRef, releaseLease, startStep } from '@tes/db';
+import { seedProject, submitTestExecution, useTestDatabase } from '@tes/testing';
 
 /**
  * A provider step that starts again starts clean (issue #26, defect 5). If it kept the previous
@@ -13,23 +12,7 @@ const { db } = useTestDatabase({ poolMax: 2 });
 
 it('a restarted step has no provider reference or checkpoint of the previous start', async () => {
   const p = await seedProject(db, { creditMicros: 10_000 });
-  const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  const id = newId('exe');
-  await submitExecution(db, {
-    id,
-    projectId: p.projectId,
-    apiKeyId: p.keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category: 'test',
-    arguments: {},
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros: 1_000,
-    idempotencyKey: id,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 60_000,
-  });
+  const id = await submitTestExecution(db, p);
   const step = { executionId: id, projectId: p.projectId, index: 0, name: 'generate', external: true };
   const a = (await claimExecution(db, id, 'wrk_a', 30_000))!;
   expect(await startStep(db, { ...step, owner: a.lease })).toBe('started');

@@ -1,6 +1,5 @@
-import { newId } from '@tes/core';
-import { claimExecution, getSteps, isUnsentStep, publishPrices, recordExternalRef, recordStepUnsent, releaseLease, startStep, submitExecution } from '@tes/db';
-import { seedProject, useTestDatabase } from '@tes/testing';
+import { claimExecution, getSteps, isUnsentStep, recordExternalRef, recordStepUnsent, releaseLease, startStep } from '@tes/db';
+import { seedProject, submitTestExecution, useTestDatabase } from '@tes/testing';
 
 /**
  * A provider step whose create was refused (429, 503: nothing taken) records so and waits to
@@ -13,23 +12,7 @@ const { db } = useTestDatabase({ poolMax: 2 });
 
 it('records and clears "nothing was taken" on a running step without a reference, fenced by the lease', async () => {
   const p = await seedProject(db, { creditMicros: 10_000 });
-  const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  const id = newId('exe');
-  await submitExecution(db, {
-    id,
-    projectId: p.projectId,
-    apiKeyId: p.keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category: 'test',
-    arguments: {},
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros: 1_000,
-    idempotencyKey: id,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 60_000,
-  });
+  const id = await submitTestExecution(db, p);
   const a = (await claimExecution(db, id, 'wrk_a', 30_000))!;
   expect(await startStep(db, { executionId: id, projectId: p.projectId, index: 0, name: 'generate', external: true, owner: a.lease })).toBe('started');
   const step = async () => (await getSteps(db, p.projectId, [id]))[0]!;

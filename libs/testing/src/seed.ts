@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { generateKeySecret, SCOPES, type Role, type Scope } from '@tes/core';
-import { createApiKey, createOrganization, createProject, creditBalance } from '@tes/db';
+import { generateKeySecret, newId, SCOPES, type Role, type Scope } from '@tes/core';
+import { createApiKey, createOrganization, createProject, creditBalance, publishPrices, submitExecution, type SubmitInput } from '@tes/db';
 
 export interface SeededProject {
   organizationId: string;
@@ -36,4 +36,35 @@ export async function addKey(
     secret,
     lookupId,
   });
+}
+
+/**
+ * A queued one-step `test.sleep` execution of 1,000 micros, submitted as the gateway submits
+ * (reservation, outbox row and journal in one statement), under a price list published for it:
+ * for tests of what happens after the submit. Returns its id.
+ */
+export async function submitTestExecution(
+  db: Knex,
+  project: Pick<SeededProject, 'projectId' | 'keyId'>,
+  overrides: Partial<SubmitInput> = {},
+): Promise<string> {
+  const id = overrides.id ?? newId('exe');
+  const priceVersion = overrides.priceVersion ?? (await publishPrices(db, { 'test.sleep': 1 })).priceVersion;
+  await submitExecution(db, {
+    id,
+    projectId: project.projectId,
+    apiKeyId: project.keyId,
+    tool: 'test.sleep',
+    model: 'sleep',
+    category: 'test',
+    arguments: {},
+    priceVersion,
+    totalSteps: 1,
+    reservedMicros: 1_000,
+    idempotencyKey: id,
+    requestDigest: 'd',
+    dispatchDeadlineMs: 60_000,
+    ...overrides,
+  });
+  return id;
 }
