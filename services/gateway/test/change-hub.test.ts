@@ -48,7 +48,10 @@ it('re-syncs by version when no notification comes, and reads only what changed'
     const seen = new Map<string, string[]>();
     for (const id of ids) hub.watch(p.projectId, id, (v) => seen.set(id, [...(seen.get(id) ?? []), v.execution.status]));
     for (const id of ids) hub.refresh(id);
-    await new Promise((r) => setTimeout(r, 400));
+    // each one's first read delivered (a fixed 400 ms was too short on a loaded CI machine)
+    const first = Date.now() + 5_000;
+    while (ids.some((id) => !seen.has(id)) && Date.now() < first) await new Promise((r) => setTimeout(r, 25));
+    await new Promise((r) => setTimeout(r, 200));
     const before = reads;
     await new Promise((r) => setTimeout(r, 500)); // several re-syncs, nothing changed: versions only
     expect(reads - before).toBeLessThanOrEqual(6);
