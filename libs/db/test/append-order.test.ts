@@ -1,7 +1,6 @@
 import type { Knex } from 'knex';
-import { newId } from '@tes/core';
-import { creditBalance, createDb, publishPrices, settleExecution, submitExecution } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { creditBalance, createDb, publishPrices, settleExecution } from '@tes/db';
+import { createTestDatabase, seedProject, submitTestExecution, type TestDatabase } from '@tes/testing';
 
 /**
  * Issue #24: the journal grows by four or five entries per execution for ever, so every key its
@@ -30,23 +29,7 @@ test('journal transaction ids grow with time: credits, reservations and settleme
   const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
   const p = await seedProject(db, { creditMicros: 1_000_000 });
   for (let i = 0; i < 12; i++) {
-    const id = newId('exe');
-    const r = await submitExecution(db, {
-      id,
-      projectId: p.projectId,
-      apiKeyId: p.keyId,
-      tool: 'test.sleep',
-      model: 'sleep',
-      category: 'test',
-      arguments: {},
-      priceVersion,
-      totalSteps: 1,
-      reservedMicros: 1_000,
-      idempotencyKey: `k-${id}`,
-      requestDigest: 'd',
-      dispatchDeadlineMs: 60_000,
-    });
-    expect(r.kind).toBe('created');
+    const id = await submitTestExecution(db, p, { priceVersion });
     expect(await settleExecution(db, { executionId: id, projectId: p.projectId, status: 'succeeded', chargedMicros: 400, from: ['queued'] })).not.toBeNull();
     await creditBalance(db, { projectId: p.projectId, micros: 5, reference: `top-up-${i}` });
   }

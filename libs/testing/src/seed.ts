@@ -50,7 +50,7 @@ export async function submitTestExecution(
 ): Promise<string> {
   const id = overrides.id ?? newId('exe');
   const priceVersion = overrides.priceVersion ?? (await publishPrices(db, { 'test.sleep': 1 })).priceVersion;
-  await submitExecution(db, {
+  const r = await submitExecution(db, {
     id,
     projectId: project.projectId,
     apiKeyId: project.keyId,
@@ -66,5 +66,6 @@ export async function submitTestExecution(
     dispatchDeadlineMs: 60_000,
     ...overrides,
   });
+  if (r.kind !== 'created') throw new Error(`submitTestExecution: ${id} was not created (${r.kind})`);
   return id;
 }
