@@ -200,8 +200,24 @@ describe('the console, for a caller who writes code', () => {
     await input.waitFor();
     // as JSON, the text escaped as it is in JSON
     expect(await input.textContent()).toContain(JSON.stringify(AWKWARD));
+    // every frame the form shows from the click on, as [text, width]: the earlier input arrives
+    // whole, never a frame with its text beside the example's width (CI saw 1024 once)
+    await page.evaluate(() => {
+      // runs in the page (this file is compiled without the DOM's types)
+      const w = globalThis as any;
+      const frames: string[][] = (w.__frames = []);
+      const look = () => {
+        const value = (id: string) => w.document.getElementById(id)?.value ?? '';
+        frames.push([value('in-text'), value('in-width')]);
+        if (frames.length < 600) w.requestAnimationFrame(look);
+      };
+      w.requestAnimationFrame(look);
+    });
     await page.getByRole('link', { name: 'Run again' }).click();
     await page.locator('.tool-card').waitFor();
+    await page.waitForFunction((text) => (globalThis as any).__frames.some((f: string[]) => f[0] === text), AWKWARD);
+    const frames = (await page.evaluate(() => (globalThis as any).__frames)) as string[][];
+    expect(frames.filter((f) => f[0] === AWKWARD && f[1] !== '320')).toEqual([]);
     expect(await page.locator('#tool-select').inputValue()).toBe('image.render');
     expect(await page.locator('#in-text').inputValue()).toBe(AWKWARD);
     expect(await page.locator('#in-width').inputValue()).toBe('320');

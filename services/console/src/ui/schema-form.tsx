@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { JSX } from 'preact';
 import { humanize, usd } from '../format';
 import { isFileField, type FieldErrors, type Json, type JsonObject, type Schema } from '../schema';
@@ -199,9 +199,10 @@ function numberText(value: Json | undefined): string {
  */
 function NumberInput(props: FieldProps & { common: Common; integer: boolean }) {
   const [draft, setDraft] = useState(numberText(props.value));
-  useEffect(() => {
-    if (Number(draft) !== props.value || draft.trim() === '') setDraft(numberText(props.value));
-  }, [props.value]);
+  // the draft while it still says the value; the value itself once it came from elsewhere (an
+  // example, a run again), decided in this render so no frame shows the old number
+  const says = draft.trim() !== '' && (Number(draft) === props.value || draft === props.value);
+  const text = says ? draft : numberText(props.value);
   return (
     <input
       {...props.common}
@@ -209,11 +210,11 @@ function NumberInput(props: FieldProps & { common: Common; integer: boolean }) {
       inputMode={props.integer ? 'numeric' : 'decimal'}
       autocomplete="off"
       placeholder={props.schema.default !== undefined ? show(props.schema.default) : ''}
-      value={draft}
+      value={text}
       onInput={(e) => {
-        const text = e.currentTarget.value;
-        setDraft(text);
-        const trimmed = text.trim();
+        const typed = e.currentTarget.value;
+        setDraft(typed);
+        const trimmed = typed.trim();
         if (trimmed === '') props.onChange(undefined);
         else props.onChange(Number.isFinite(Number(trimmed)) ? Number(trimmed) : trimmed);
       }}
@@ -226,16 +227,15 @@ function ListInput(props: FieldProps & { common: Common }) {
   const numeric = ['number', 'integer'].includes(String(props.schema.items?.type));
   const shown = Array.isArray(props.value) ? props.value.map(show).join(', ') : '';
   const [draft, setDraft] = useState(shown);
-  useEffect(() => {
-    if (JSON.stringify(parseList(draft, numeric)) !== JSON.stringify(Array.isArray(props.value) ? props.value : [])) setDraft(shown);
-  }, [props.value]);
+  // as for numbers: the draft while it parses to the value, else the value (in this render)
+  const says = JSON.stringify(parseList(draft, numeric)) === JSON.stringify(Array.isArray(props.value) ? props.value : []);
   return (
     <input
       {...props.common}
       type="text"
       autocomplete="off"
       placeholder="comma-separated, e.g. 0, 1.5, 3"
-      value={draft}
+      value={says ? draft : shown}
       onInput={(e) => {
         setDraft(e.currentTarget.value);
         const items = parseList(e.currentTarget.value, numeric);
