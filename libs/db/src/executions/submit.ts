@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { AppError, newId, type ExecutionMessage, type OutboxEntry } from '@tes/core';
 import { prepared } from '../prepared';
 import { isUniqueViolation } from '../pg-errors';
+import { notDeleted } from '../files';
 import { insertOutboxSql, toOutboxEntry } from '../outbox';
 import { EXECUTION_SELECT, findByIdempotencyKey, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 
@@ -53,7 +54,7 @@ export type SubmitResult =
  */
 const SUBMIT_SQL = `WITH f AS (
      SELECT id FROM files
-      WHERE project_id = :projectId AND id = ANY(:fileIds::text[]) AND deleted_at IS NULL AND expires_at > tes_now()
+      WHERE project_id = :projectId AND id = ANY(:fileIds::text[]) AND ${notDeleted()} AND expires_at > tes_now()
         FOR SHARE
    ), p AS (
      UPDATE projects
@@ -149,7 +150,7 @@ export async function submitExecution(db: Knex, input: SubmitInput, attempt = 0)
   if (existing) return { kind: 'existing', execution: existing };
   if (fileIds.length > 0) {
     const live = await db.raw<{ rows: { id: string }[] }>(
-      `SELECT id FROM files WHERE project_id = :projectId AND id = ANY(:fileIds::text[]) AND deleted_at IS NULL AND expires_at > tes_now()`,
+      `SELECT id FROM files WHERE project_id = :projectId AND id = ANY(:fileIds::text[]) AND ${notDeleted()} AND expires_at > tes_now()`,
       { projectId: input.projectId, fileIds },
     );
     const gone = fileIds.find((id) => !live.rows.some((row) => row.id === id));
