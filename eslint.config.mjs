@@ -9,7 +9,7 @@ const TESTS = ['**/test/**', 'tests/**'];
 
 export default tseslint.config(
   {
-    ignores: ['**/dist/**', '**/node_modules/**', 'libs/client/src/schema.ts', 'coverage/**', 'test-output/**'],
+    ignores: ['**/dist/**', '**/node_modules/**', 'clients/typescript/src/schema.ts', 'coverage/**', 'test-output/**'],
   },
   js.configs.recommended,
   tseslint.configs.strictTypeChecked,
