@@ -8,7 +8,7 @@ const path = require('node:path');
 const TESTS = '(^|/)test/|^tests/';
 const DEV_TOOLS = '^scripts/';
 
-/** Every workspace folder (libs/*, services/*, clients/typescript, scripts/dev) by package name. */
+/** Every workspace folder (libs/*, services/*, clients/typescript, clients/console, scripts/dev) by package name. */
 function workspaces() {
   const root = JSON.parse(fs.readFileSync(path.join(__dirname, 'package.json'), 'utf8'));
   const dirs = root.workspaces.flatMap((w) =>
@@ -110,11 +110,19 @@ module.exports = {
       to: { path: '^(libs|services|clients|scripts)/', pathNot: '^clients/typescript/' },
     },
     {
+      name: 'clients-call-the-api-only',
+      comment:
+        'clients/ holds callers of the public HTTP API (the SDK, the browser console): their code imports no lib, service or script. The console takes the SDK from clients/typescript.',
+      severity: 'error',
+      from: { path: '^clients/[^/]+/src/' },
+      to: { path: '^(libs|services|scripts)/' },
+    },
+    {
       name: 'nothing-ships-the-client',
       comment:
         'The SDK is a client of the HTTP API; shipped code does not call its own API through it. The browser console is itself a client of the API: it takes the types of openapi.json from the SDK (type-only imports).',
       severity: 'error',
-      from: { path: '^(libs|services)/[^/]+/src/', pathNot: '^services/console/' },
+      from: { path: '^(libs|services)/[^/]+/src/' },
       to: { path: '^clients/typescript/' },
     },
     ...declaredWorkspaceRules(),

@@ -17,7 +17,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        project: ['./tsconfig.test.json', './scripts/bench/tsconfig.json', './services/console/tsconfig.json'],
+        project: ['./tsconfig.test.json', './scripts/bench/tsconfig.json', './clients/console/tsconfig.json'],
         tsconfigRootDir: import.meta.dirname,
       },
     },

@@ -55,7 +55,7 @@ export function createApp(deps: GatewayDeps): express.Express {
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
   app.use('/docs/assets', docsAssets());
-  // The browser console (services/console's build), on this origin: no CORS, no key in a URL.
+  // The browser console (clients/console's build), on this origin: no CORS, no key in a URL.
   app.use('/console', consoleSite(deps.config));
 
   // Every request under /tools in one pass: its route, the key, the request rate, and only
