@@ -5,7 +5,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { Catalog } from '@tes/catalog';
 import { catalogTools, renderOpenApi, withToolRequestBodies } from '../scripts/generate-openapi-tools';
-import { RequestSchemas, type OpenApiDocument } from '../src/request-schemas';
+import { RequestSchemas, type OpenApiDocument } from '../src/routing/request-schemas';
 
 const ROOT = join(__dirname, '../../..');
 const OPENAPI = join(ROOT, 'services/gateway/openapi.json');
