@@ -8,7 +8,7 @@ const path = require('node:path');
 const TESTS = '(^|/)test/|^tests/';
 const DEV_TOOLS = '^scripts/';
 
-/** Every workspace folder (libs/*, services/*, scripts/dev) by package name. */
+/** Every workspace folder (libs/*, services/*, clients/typescript, clients/console, scripts/dev) by package name. */
 function workspaces() {
   const root = JSON.parse(fs.readFileSync(path.join(__dirname, 'package.json'), 'utf8'));
   const dirs = root.workspaces.flatMap((w) =>
@@ -39,7 +39,7 @@ function declaredWorkspaceRules() {
       from: { path: `^${dir}/src/` },
       // By path: a workspace package resolves through its node_modules symlink to its folder, which
       // dependency-cruiser types as 'undetermined', not as a workspace dependency.
-      to: { path: '^(libs|services|scripts)/', pathNot: [dir, ...declared].map((d) => `^${d}/`) },
+      to: { path: '^(libs|services|clients|scripts)/', pathNot: [dir, ...declared].map((d) => `^${d}/`) },
     };
   });
 }
@@ -58,21 +58,21 @@ module.exports = {
       comment: 'libs/core is the pure domain: it imports no other workspace package.',
       severity: 'error',
       from: { path: '^libs/core/src/' },
-      to: { path: '^(libs|services|scripts)/', pathNot: '^libs/core/' },
+      to: { path: '^(libs|services|clients|scripts)/', pathNot: '^libs/core/' },
     },
     {
       name: 'foundation-imports-core-only',
       comment: 'config, observability and outbound build on core alone.',
       severity: 'error',
       from: { path: '^libs/(config|observability|outbound)/src/' },
-      to: { path: '^(libs|services|scripts)/', pathNot: ['^libs/core/', '^libs/$1/'] },
+      to: { path: '^(libs|services|clients|scripts)/', pathNot: ['^libs/core/', '^libs/$1/'] },
     },
     {
       name: 'lifecycle-beside-observability',
       comment: 'libs/lifecycle uses core and the logger of observability, nothing above them.',
       severity: 'error',
       from: { path: '^libs/lifecycle/src/' },
-      to: { path: '^(libs|services|scripts)/', pathNot: '^libs/(core|observability|lifecycle)/' },
+      to: { path: '^(libs|services|clients|scripts)/', pathNot: '^libs/(core|observability|lifecycle)/' },
     },
     {
       name: 'adapters-never-import-each-other',
@@ -104,18 +104,26 @@ module.exports = {
     },
     {
       name: 'client-stands-alone',
-      comment: 'libs/client is the published SDK: it imports no workspace package, and no service or lib imports it.',
+      comment: 'clients/typescript is the published SDK: it imports no workspace package, and no service or lib imports it.',
       severity: 'error',
-      from: { path: '^libs/client/src/' },
-      to: { path: '^(libs|services|scripts)/', pathNot: '^libs/client/' },
+      from: { path: '^clients/typescript/src/' },
+      to: { path: '^(libs|services|clients|scripts)/', pathNot: '^clients/typescript/' },
+    },
+    {
+      name: 'clients-call-the-api-only',
+      comment:
+        'clients/ holds callers of the public HTTP API (the SDK, the browser console): their code imports no lib, service or script. The console takes the SDK from clients/typescript.',
+      severity: 'error',
+      from: { path: '^clients/[^/]+/src/' },
+      to: { path: '^(libs|services|scripts)/' },
     },
     {
       name: 'nothing-ships-the-client',
       comment:
         'The SDK is a client of the HTTP API; shipped code does not call its own API through it. The browser console is itself a client of the API: it takes the types of openapi.json from the SDK (type-only imports).',
       severity: 'error',
-      from: { path: '^(libs|services)/[^/]+/src/', pathNot: '^(libs/client|services/console)/' },
-      to: { path: '^libs/client/' },
+      from: { path: '^(libs|services)/[^/]+/src/' },
+      to: { path: '^clients/typescript/' },
     },
     ...declaredWorkspaceRules(),
     {
@@ -136,7 +144,7 @@ module.exports = {
       name: 'not-to-dev-dep',
       comment: 'Shipped source does not import a devDependency: production installs omit them.',
       severity: 'error',
-      from: { path: '^(libs|services)/[^/]+/src/|^scripts/dev/src/', pathNot: '^libs/testing/' },
+      from: { path: '^(libs|services|clients)/[^/]+/src/|^scripts/dev/src/', pathNot: '^libs/testing/' },
       to: { dependencyTypes: ['npm-dev'], dependencyTypesNot: ['type-only'] },
     },
     {
@@ -156,7 +164,7 @@ module.exports = {
   ],
   options: {
     doNotFollow: { path: ['node_modules', '/dist/'] },
-    exclude: { path: ['libs/client/src/schema\\.ts$'] },
+    exclude: { path: ['clients/typescript/src/schema\\.ts$'] },
     tsPreCompilationDeps: true,
     // Each file is checked against the package.json nearest to it, not the root's as well.
     combinedDependencies: false,

@@ -9,7 +9,7 @@ const TESTS = ['**/test/**', 'tests/**'];
 
 export default tseslint.config(
   {
-    ignores: ['**/dist/**', '**/node_modules/**', 'libs/client/src/schema.ts', 'coverage/**', 'test-output/**'],
+    ignores: ['**/dist/**', '**/node_modules/**', 'clients/typescript/src/schema.ts', 'coverage/**', 'test-output/**'],
   },
   js.configs.recommended,
   tseslint.configs.strictTypeChecked,
@@ -17,7 +17,7 @@ export default tseslint.config(
   {
     languageOptions: {
       parserOptions: {
-        project: ['./tsconfig.test.json', './scripts/bench/tsconfig.json', './services/console/tsconfig.json'],
+        project: ['./tsconfig.test.json', './scripts/bench/tsconfig.json', './clients/console/tsconfig.json'],
         tsconfigRootDir: import.meta.dirname,
       },
     },

@@ -5,7 +5,7 @@ const libs = ['boot', 'core', 'config', 'observability', 'lifecycle', 'db', 'mes
 
 module.exports = {
   testEnvironment: 'node',
-  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/tests', '<rootDir>/deploy'],
+  roots: ['<rootDir>/libs', '<rootDir>/services', '<rootDir>/clients', '<rootDir>/tests', '<rootDir>/deploy'],
   testMatch: ['**/test/**/*.test.ts', '<rootDir>/tests/**/*.test.ts'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: path.join(__dirname, 'tsconfig.test.json') }],

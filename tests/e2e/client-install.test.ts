@@ -11,7 +11,7 @@ import { useStack } from '../stack';
  * setuptools from a registry). Each goes into a fresh folder under the system's temporary
  * directory, by the README's commands (npm pack; pip install --no-index), and a script there
  * imports it and calls this test's stack:
- * - TypeScript: `npm pack` of libs/client, then `npm install <tarball>` into a new project;
+ * - TypeScript: `npm pack` of clients/typescript, then `npm install <tarball>` into a new project;
  *   an ES module and a CommonJS script call the API, a TypeScript file type-checks against the
  *   installed types, and the installed `tes` binary lists the tools.
  * - Python: `python3 -m venv`, then `pip install --no-index --no-build-isolation clients/python`;
@@ -20,7 +20,7 @@ import { useStack } from '../stack';
  */
 const stack = useStack();
 const REPO = path.resolve(__dirname, '../..');
-const CLIENT = path.join(REPO, 'libs/client');
+const CLIENT = path.join(REPO, 'clients/typescript');
 const PYTHON_CLIENT = path.join(REPO, 'clients/python');
 let tmp: string;
 
@@ -67,7 +67,7 @@ it('npm pack of the TypeScript SDK installs into a clean project, and its ESM, C
   const main = await stack.seed({ creditMicros: 1_000_000 });
   const poor = await stack.seed({ creditMicros: 5 });
   // The tarball packs dist/: build it from today's sources first (incremental, fast when fresh).
-  await ok('tsc -b libs/client', run(process.execPath, [require.resolve('typescript/bin/tsc'), '-b', CLIENT], { cwd: REPO }));
+  await ok('tsc -b clients/typescript', run(process.execPath, [require.resolve('typescript/bin/tsc'), '-b', CLIENT], { cwd: REPO }));
   const packed = await ok('npm pack', run('npm', ['pack', '--json', '--pack-destination', tmp], { cwd: CLIENT }));
   const [info] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[];
   const files = info!.files.map((f) => f.path);

@@ -2,7 +2,7 @@ import { useStack } from '../stack';
 
 /**
  * GET /console without a browser (tests/browser drives it in Chromium): the gateway mounts the
- * built console (`npm run build` makes services/console/dist) with its strict policy, an
+ * built console (`npm run build` makes clients/console/dist) with its strict policy, an
  * uncacheable page, immutable hashed assets, and the API's envelope for everything else.
  */
 const stack = useStack({ worker: false, relay: false, audit: false });

@@ -5,7 +5,7 @@
     result = tes.run("image.render", {"text": "Hello", "width": 800, "height": 600})
     result.artifacts[0].download_to("hello.png")   # checked against its sha256
 
-The same surface and semantics as the TypeScript SDK (libs/client): see README.md.
+The same surface and semantics as the TypeScript SDK (clients/typescript): see README.md.
 """
 
 from ._error_codes import ERROR_CODES

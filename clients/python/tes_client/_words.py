@@ -1,5 +1,5 @@
 """What an API error answer means, in one line: the same words as the TypeScript SDK's
-(libs/client/src/error-words.ts; tests/error_sentences.json holds the cases both must say)."""
+(clients/typescript/src/error-words.ts; tests/error_sentences.json holds the cases both must say)."""
 
 from __future__ import annotations
 

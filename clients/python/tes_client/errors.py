@@ -1,4 +1,4 @@
-"""The exceptions this package raises, mirroring the TypeScript SDK's (libs/client/src/errors.ts).
+"""The exceptions this package raises, mirroring the TypeScript SDK's (clients/typescript/src/errors.ts).
 
 Everything raised for an API, network or execution problem is a ``TesError`` with a stable
 snake_case ``code``. API answers are ``TesApiError`` subclasses chosen by code, then by HTTP

@@ -10,7 +10,7 @@ from tes_client import WebhookVerificationError, verify_webhook
 
 from tests.support import client, env
 
-# The example of the Standard Webhooks specification (also in libs/client/test/webhooks.test.ts).
+# The example of the Standard Webhooks specification (also in clients/typescript/test/webhooks.test.ts).
 SPEC = {
     "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     "id": "msg_p5jXN8AQM9LWM0D4loKWxJek",

@@ -28,7 +28,7 @@ export interface ErrorCodeFacts {
  * code throws AppError with one of these; the gateway's httpFor answers with its http and
  * status; a test checks services/gateway/openapi.json against it (libs/testing
  * openapi-document.test.ts); `npm run generate:errors` writes what the SDK, the Python client
- * and the console need from it (libs/client/scripts/generate-error-codes.ts), and a test fails
+ * and the console need from it (clients/typescript/scripts/generate-error-codes.ts), and a test fails
  * while they are stale. A new code goes here, then regenerate.
  */
 export const ERROR_TABLE = {

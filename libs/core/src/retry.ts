@@ -1,7 +1,7 @@
 import { setTimeout as wait } from 'node:timers/promises';
 
 /**
- * The one retry policy and the one abortable sleep of the service (the SDKs in libs/client and
+ * The one retry policy and the one abortable sleep of the service (the SDKs in clients/typescript and
  * clients/python keep their own: they import nothing of ours). Here in core because every
  * layer retries something: outbound (provider calls), messaging (reconnects), db (LISTEN).
  */

@@ -1,11 +1,11 @@
 import type { PublicExecution, PublicProgress, PublicStep } from '../../core/src/public-execution';
 import type { WebhookEvent } from '../../core/src/webhook-event';
-import type { components } from '../../client/src/schema';
-import type { WebhookEvent as SdkWebhookEvent } from '../../client/src/webhooks';
+import type { components } from '../../../clients/typescript/src/schema';
+import type { WebhookEvent as SdkWebhookEvent } from '../../../clients/typescript/src/webhooks';
 
 /**
  * Type-level checks of the wire types libs/core owns against services/gateway/openapi.json, as
- * libs/client/src/schema.ts types it. This file does not compile when a field is added, dropped
+ * clients/typescript/src/schema.ts types it. This file does not compile when a field is added, dropped
  * or retyped on one side only; wire-types.test.ts compiles it.
  */
 

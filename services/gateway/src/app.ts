@@ -8,9 +8,9 @@ import { AccessLog, markError, markRefusal, routeOf } from './access-log';
 import { consoleSite } from './console';
 import type { GatewayDeps } from './context';
 import { httpFor } from './errors';
-import { mountRoutes } from './mount-routes';
+import { mountRoutes } from './routing/mount-routes';
 import { RequestLimits } from './rate-limit';
-import { RequestSchemas, type OpenApiDocument } from './request-schemas';
+import { RequestSchemas, type OpenApiDocument } from './routing/request-schemas';
 import { sendJson } from './respond';
 import { apiRoutes, docsAssets, docsRoutes } from './routes';
 import { toolsDispatch } from './tools-dispatch';
@@ -55,7 +55,7 @@ export function createApp(deps: GatewayDeps): express.Express {
 
   // Interactive API reference from the same document, with its assets served locally (no CDN).
   app.use('/docs/assets', docsAssets());
-  // The browser console (services/console's build), on this origin: no CORS, no key in a URL.
+  // The browser console (clients/console's build), on this origin: no CORS, no key in a URL.
   app.use('/console', consoleSite(deps.config));
 
   // Every request under /tools in one pass: its route, the key, the request rate, and only

@@ -8,7 +8,7 @@ import { AppError } from '@tes/core';
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 
 /**
- * The browser console (services/console, built by `npm run build` into its dist/), on the
+ * The browser console (clients/console, built by `npm run build` into its dist/), on the
  * API's own origin so it needs no CORS: GET /console is its page, /console/assets/* its
  * hashed scripts and styles. Not a declared route (openapi.json describes the API and its
  * reference); other methods are 405 and unknown files 404, in the usual envelope.

@@ -3,9 +3,9 @@ import { markRoute } from './access-log';
 import { authenticate } from './auth';
 import type { AuthContext } from './context';
 import type { KeyCache } from './key-cache';
-import { readUnroutedBody, type CompiledKeyRoute } from './mount-routes';
+import { readUnroutedBody, type CompiledKeyRoute } from './routing/mount-routes';
 import type { RequestLimits } from './rate-limit';
-import { paramsOf, type RouteTable } from './route-table';
+import { paramsOf, type RouteTable } from './routing/route-table';
 import type { UsageCounter } from './usage-counter';
 
 /** Paths under /tools, as Express's app.use('/tools') takes them (any case, whole segments). */
@@ -21,13 +21,13 @@ interface ToolsGate {
  * Every request under /tools in one pass, instead of a chain of middleware and a router:
  *
  *  1. the route: the first keyed route, in matching order, that takes the method and the path
- *     (route-table.ts matches as Express's router does); its template labels the request's
+ *     (routing/route-table.ts matches as Express's router does); its template labels the request's
  *     metrics and log line from here on, so 401s and 429s carry it too (a path no route has
  *     with this method is labelled with the first template the path matches, if any);
  *  2. the key, then the request rate (a caller without a valid key, or past its limit, costs no
  *     body parsing; failed authentications count per address, requests per key), then the
  *     project's request count;
- *  3. the route's own steps (mount-routes.ts: body, scope, checks, handler); or, when no route
+ *  3. the route's own steps (routing/mount-routes.ts: body, scope, checks, handler); or, when no route
  *     takes the request, a method no route takes is refused before its body is read, and any
  *     other request has its body read and checked like a routed one before its 404 or 405.
  */

@@ -5,7 +5,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { Catalog } from '@tes/catalog';
 import { catalogTools, renderOpenApi, withToolRequestBodies } from '../scripts/generate-openapi-tools';
-import { RequestSchemas, type OpenApiDocument } from '../src/request-schemas';
+import { RequestSchemas, type OpenApiDocument } from '../src/routing/request-schemas';
 
 const ROOT = join(__dirname, '../../..');
 const OPENAPI = join(ROOT, 'services/gateway/openapi.json');
@@ -28,7 +28,7 @@ it('openapi.json is what `npm run generate:openapi` writes from the catalog', as
     const line = committed.slice(0, at).split('\n').length;
     throw new Error(
       `services/gateway/openapi.json disagrees with the catalog's input schemas (from line ${line} on): ` +
-        'run `npm run generate:openapi` at the repository root and commit the file and libs/client/src/schema.ts',
+        'run `npm run generate:openapi` at the repository root and commit the file and clients/typescript/src/schema.ts',
     );
   }
 });

@@ -10,10 +10,10 @@ import express from 'express';
 import supertest from 'supertest';
 import { isAppError } from '@tes/core';
 import type { GatewayDeps } from '../src/context';
-import { mountRoutes } from '../src/mount-routes';
-import { RequestSchemas, type OpenApiDocument } from '../src/request-schemas';
-import type { KeyRoute, RouteSpec } from '../src/route-spec';
-import { expressPath, inMatchingOrder, RouteTable } from '../src/route-table';
+import { mountRoutes } from '../src/routing/mount-routes';
+import { RequestSchemas, type OpenApiDocument } from '../src/routing/request-schemas';
+import type { KeyRoute, RouteSpec } from '../src/routing/route-spec';
+import { expressPath, inMatchingOrder, RouteTable } from '../src/routing/route-table';
 import { apiRoutes, docsRoutes } from '../src/routes';
 
 const document = JSON.parse(readFileSync(path.resolve(__dirname, '../openapi.json'), 'utf8')) as OpenApiDocument;

@@ -4,7 +4,7 @@ import { getExecutionWithSteps, publicExecution, withQueuePlace, type ExecutionV
 import type { GatewayDeps } from '../context';
 import { httpFor } from '../errors';
 import type { KeyLoss } from '../key-cache';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { isRefusal } from './held-connections';
 
 /** A comment line this often keeps proxies from closing an idle stream. */

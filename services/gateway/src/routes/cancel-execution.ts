@@ -1,7 +1,7 @@
 import { AppError } from '@tes/core';
 import { cancelExecution, getSteps, publicExecution } from '@tes/db';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { ownExecution } from './own-execution';
 
 /** Cancels a queued execution at once (200), or asks a running one to stop (202). */

@@ -1,5 +1,5 @@
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { quoteInput } from './input-files';
 
 /** components.schemas.QuoteRequest */

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import express, { type NextFunction, type Request, type RequestHandler, type Response } from 'express';
 import { AppError } from '@tes/core';
-import type { PublicRoute } from '../route-spec';
+import type { PublicRoute } from '../routing/route-spec';
 
 /**
  * The API's own description, readable without a key: openapi.json as the file holds it, and

@@ -1,7 +1,7 @@
 import { AppError, isId } from '@tes/core';
 import { getArtifact } from '@tes/db';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { ownExecution } from './own-execution';
 
 /** A short-lived download URL for one artifact of an execution of the caller's project. */

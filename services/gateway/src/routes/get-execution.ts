@@ -1,7 +1,7 @@
 import { AppError, isId } from '@tes/core';
 import { getExecutionWithSteps, withQueuePlace } from '@tes/db';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { sendJson } from '../respond';
 import { executionBody, preferenceApplied, preferredWaitSeconds, waitForEnd } from '../push/wait';
 

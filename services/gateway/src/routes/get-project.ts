@@ -1,7 +1,7 @@
 import { AppError } from '@tes/core';
 import { getProject } from '@tes/db';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 
 /** The calling key's organization, project, key, balance and monthly cap. */
 export function getProjectRoute({ db }: GatewayDeps): KeyRoute {

@@ -1,6 +1,6 @@
 import { AppError } from '@tes/core';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 
 /**
  * One tool's catalog entry, exactly as GET /tools lists it, under the same scope. Matched like

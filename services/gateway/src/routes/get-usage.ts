@@ -1,7 +1,7 @@
 import { AppError } from '@tes/core';
 import { getProject, getUsage } from '@tes/db';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 
 /** This month's requests, executions and charges of the calling key's project, and what its cap leaves. */
 export function getUsageRoute({ db }: GatewayDeps): KeyRoute {

@@ -1,5 +1,5 @@
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { cancelExecutionRoute } from './cancel-execution';
 import { createQuoteRoute } from './create-quote';
 import { getArtifactDownloadRoute } from './get-artifact-download';

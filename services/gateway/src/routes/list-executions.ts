@@ -1,7 +1,7 @@
 import type { ExecutionStatus } from '@tes/core';
 import { getSteps, listExecutions, publicExecution, queuePlaces } from '@tes/db';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 
 /** The query parameters Limit, Before, StatusFilter and ToolFilter, as their schemas admit them. */
 interface ListQuery {

@@ -1,5 +1,5 @@
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 
 /** The catalog: tools, their input schemas, availability and current prices. */
 export function listToolsRoute({ catalog, settings }: GatewayDeps): KeyRoute {

@@ -5,7 +5,7 @@ import { crashPoint } from '@tes/lifecycle';
 import { logFields } from '@tes/observability';
 import { currentTraceparent, withSpan } from '@tes/tracing';
 import type { AuthContext, GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { sendJson } from '../respond';
 import type { QuoteBody } from './create-quote';
 import { quoteInput } from './input-files';

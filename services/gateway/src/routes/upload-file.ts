@@ -13,7 +13,7 @@ import {
 import { findUploadBySha, recordUpload, type FileRecord } from '@tes/db';
 import { probeUpload, uploadKey } from '@tes/storage';
 import type { GatewayDeps } from '../context';
-import type { KeyRoute } from '../route-spec';
+import type { KeyRoute } from '../routing/route-spec';
 import { UploadSlots } from '../upload-slots';
 
 /** Base64 of 12 MiB plus room for the JSON around it; larger bodies get 413. */

@@ -1,7 +1,7 @@
 import { AppError } from '@tes/core';
 import { createWebhookEndpoint, listWebhookEndpoints, type WebhookEvent } from '@tes/db';
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { acceptableUrl, publicEndpoint, requireProjectAdmin } from './endpoint-access';
 
 /**

@@ -1,7 +1,7 @@
 import { AppError, isId } from '@tes/core';
 import { deleteWebhookEndpoint } from '@tes/db';
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { requireProjectAdmin } from './endpoint-access';
 
 /** Deletes an endpoint of the caller's project: nothing more is sent to it; its pending deliveries end failed. */

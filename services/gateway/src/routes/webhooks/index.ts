@@ -1,5 +1,5 @@
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { createWebhookRoute } from './create-webhook';
 import { deleteWebhookRoute } from './delete-webhook';
 import { listWebhookDeliveriesRoute } from './list-webhook-deliveries';

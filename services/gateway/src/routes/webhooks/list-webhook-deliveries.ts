@@ -1,6 +1,6 @@
 import { listEndpointDeliveries } from '@tes/db';
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { ownEndpoint, requireProjectAdmin } from './endpoint-access';
 
 /** An endpoint's most recent deliveries, newest first: event, execution, status, attempts, last answer, next retry. */

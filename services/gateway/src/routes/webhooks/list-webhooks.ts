@@ -1,6 +1,6 @@
 import { listWebhookEndpoints } from '@tes/db';
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { publicEndpoint, requireProjectAdmin } from './endpoint-access';
 
 /** The caller's project's live endpoints, oldest first, without their secrets. */

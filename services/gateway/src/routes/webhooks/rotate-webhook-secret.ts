@@ -1,7 +1,7 @@
 import { AppError, isId } from '@tes/core';
 import { rotateWebhookSecret } from '@tes/db';
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { publicEndpoint, requireProjectAdmin } from './endpoint-access';
 
 /** Gives an endpoint a new signing secret, in this answer only; the old one stops at once. */

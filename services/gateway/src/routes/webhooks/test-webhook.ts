@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { AppError, canonicalJson } from '@tes/core';
 import { GuardedHttp, webhookHeaders } from '@tes/outbound';
 import type { GatewayDeps } from '../../context';
-import type { KeyRoute } from '../../route-spec';
+import type { KeyRoute } from '../../routing/route-spec';
 import { ownEndpoint, requireProjectAdmin } from './endpoint-access';
 
 /** Test sends one project may have open in this process at once. */

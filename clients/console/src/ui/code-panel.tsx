@@ -8,7 +8,7 @@ const LANGUAGES: readonly { id: SnippetLanguage; label: string; note: string }[]
   {
     id: 'typescript',
     label: 'TypeScript',
-    note: 'The SDK @tes/client (libs/client). Save it as run.mts and run node run.mts (Node ≥ 22.18 strips the types), or use tsx.',
+    note: 'The SDK @tes/client (clients/typescript). Save it as run.mts and run node run.mts (Node ≥ 22.18 strips the types), or use tsx.',
   },
   { id: 'python', label: 'Python', note: 'The client tes_client (clients/python); Python ≥ 3.9.' },
 ];

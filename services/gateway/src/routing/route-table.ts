@@ -1,6 +1,6 @@
 import type { Response } from 'express';
 import { AppError } from '@tes/core';
-import { markRoute } from './access-log';
+import { markRoute } from '../access-log';
 
 /** A route as the table sees it: an HTTP method and an OpenAPI path template. */
 export interface RouteKey {

@@ -16,7 +16,7 @@ export type SnippetLanguage = 'curl' | 'typescript' | 'python';
 
 /**
  * The form as code a caller pastes: curl against the HTTP API, the TypeScript SDK
- * (libs/client) and the Python client (clients/python). The key is never written into the
+ * (clients/typescript) and the Python client (clients/python). The key is never written into the
  * code: each reads TES_API_KEY, as the SDKs and the CLI do. A browser test runs all three.
  */
 export function snippet(language: SnippetLanguage, input: SnippetInput): string {

@@ -1,6 +1,6 @@
 import type { Request, RequestHandler, Response } from 'express';
 import type { Scope } from '@tes/core';
-import type { AuthContext } from './context';
+import type { AuthContext } from '../context';
 import type { CompiledOperation } from './request-schemas';
 
 /** What a route's handler receives: the caller, and its body and query checked against openapi.json. */

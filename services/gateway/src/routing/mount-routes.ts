@@ -1,9 +1,26 @@
+/**
+ * The gateway's routing kernel (this folder): how openapi.json and the routes declared in
+ * ../routes become Express handlers that check what they receive before a handler runs.
+ *
+ * - route-spec.ts: what a route declares (method, OpenAPI path, operationId, scope, how its
+ *   body is read, handler) and what its handler receives;
+ * - request-schemas.ts: the operations of openapi.json, their request schemas compiled (ajv);
+ * - route-table.ts: path templates, their matching order (literal segments first), and which
+ *   methods a path takes (405 with Allow, or 404);
+ * - body-checks.ts: the depth and storable-text checks on every body and query;
+ * - mount-routes.ts (this file, the entry): checks each route against its operation at start
+ *   and compiles it into one function: body, scope, request schemas, handler.
+ *
+ * Not here: who the caller is (../auth.ts), the request rate (../rate-limit.ts), the /tools
+ * front door that applies both before a keyed route runs (../tools-dispatch.ts), and the
+ * app's wiring (../app.ts).
+ */
 import express, { Router, type Request, type RequestHandler, type Response } from 'express';
 import { AppError } from '@tes/core';
-import { markRoute } from './access-log';
-import { requireScope } from './auth';
+import { markRoute } from '../access-log';
+import { requireScope } from '../auth';
 import { checkStorable } from './body-checks';
-import type { AuthContext } from './context';
+import type { AuthContext } from '../context';
 import type { CompiledOperation, RequestSchemas } from './request-schemas';
 import type { KeyRoute, PublicRoute, RouteSpec } from './route-spec';
 import { compileTemplate, expressPath, inMatchingOrder, RouteTable, type CompiledTemplate } from './route-table';
@@ -16,7 +33,7 @@ const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 export interface MountedRoutes {
   /** The public routes (the document and its pages), in matching order. */
   router: Router;
-  /** The keyed routes (every one under /tools), in matching order; tools-dispatch.ts runs them. */
+  /** The keyed routes (every one under /tools), in matching order; ../tools-dispatch.ts runs them. */
   keyed: CompiledKeyRoute[];
   /** The methods each path takes (405 and Allow), from the same routes. */
   table: RouteTable;

@@ -1,6 +1,6 @@
 // The SDK's parser, from its source: the SDK's entry is CommonJS for Node, which Vite does not
 // bundle from a linked workspace; sse.ts imports nothing.
-import { SseParser, type SseEvent } from '../../../libs/client/src/sse';
+import { SseParser, type SseEvent } from '../../typescript/src/sse';
 import { ApiError, TERMINAL, type Api, type Execution } from './api';
 
 /**

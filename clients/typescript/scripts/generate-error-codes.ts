@@ -18,9 +18,9 @@ const FROM = "libs/core's ERROR_TABLE (libs/core/src/errors.ts) by `npm run gene
 
 /** The files it writes, relative to the repository root. */
 export const ERROR_CODE_FILES = {
-  sdk: 'libs/client/src/error-codes.ts',
+  sdk: 'clients/typescript/src/error-codes.ts',
   python: 'clients/python/tes_client/_error_codes.py',
-  console: 'services/console/src/ui/error-descriptions.ts',
+  console: 'clients/console/src/ui/error-descriptions.ts',
 } as const;
 
 const tsString = (s: string): string => `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;

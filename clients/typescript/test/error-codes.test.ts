@@ -13,7 +13,7 @@ const ROOT = join(__dirname, '../../..');
  */
 it.each(Object.entries(renderErrorCodeFiles()))('%s is what `npm run generate:errors` writes from libs/core', async (path, fresh) => {
   const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  expect(pkg.scripts['generate:errors']).toContain('libs/client/scripts/dist/generate-error-codes.js');
+  expect(pkg.scripts['generate:errors']).toContain('clients/typescript/scripts/dist/generate-error-codes.js');
   const committed = await readFile(join(ROOT, path), 'utf8');
   if (committed !== fresh) {
     let at = 0;

@@ -18,13 +18,13 @@ it('src/schema.ts is what `npm run generate:client` writes from openapi.json', a
   expect(words[0]).toBe('openapi-typescript');
   const args = words.slice(1);
   const out = args.indexOf('--output') + 1;
-  expect(args[out]).toBe('libs/client/src/schema.ts');
+  expect(args[out]).toBe('clients/typescript/src/schema.ts');
   const dir = await mkdtemp(join(tmpdir(), 'tes-schema-'));
   try {
     args[out] = join(dir, 'schema.ts');
     await promisify(execFile)(process.execPath, [join(ROOT, 'node_modules/openapi-typescript/bin/cli.js'), ...args], { cwd: ROOT });
     const fresh = await readFile(join(dir, 'schema.ts'), 'utf8');
-    const committed = await readFile(join(ROOT, 'libs/client/src/schema.ts'), 'utf8');
+    const committed = await readFile(join(ROOT, 'clients/typescript/src/schema.ts'), 'utf8');
     expect(committed).toBe(fresh);
   } finally {
     await rm(dir, { recursive: true, force: true });

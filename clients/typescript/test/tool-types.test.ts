@@ -5,7 +5,7 @@ import { Catalog } from '@tes/catalog';
 import { catalogTools, renderToolTypes } from '../scripts/generate-tool-types';
 
 const ROOT = join(__dirname, '../../..');
-const TOOL_TYPES = join(ROOT, 'libs/client/src/tool-types.ts');
+const TOOL_TYPES = join(ROOT, 'clients/typescript/src/tool-types.ts');
 
 /**
  * src/tool-types.ts is generated from the catalog's input schemas by `npm run
@@ -14,7 +14,7 @@ const TOOL_TYPES = join(ROOT, 'libs/client/src/tool-types.ts');
  */
 it('src/tool-types.ts is what `npm run generate:tools` writes from the catalog', async () => {
   const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  expect(pkg.scripts['generate:tools']).toContain('libs/client/scripts/dist/generate-tool-types.js');
+  expect(pkg.scripts['generate:tools']).toContain('clients/typescript/scripts/dist/generate-tool-types.js');
   const committed = await readFile(TOOL_TYPES, 'utf8');
   const fresh = renderToolTypes(catalogTools());
   if (committed !== fresh) {
@@ -22,7 +22,7 @@ it('src/tool-types.ts is what `npm run generate:tools` writes from the catalog',
     while (committed[at] === fresh[at]) at++;
     const line = committed.slice(0, at).split('\n').length;
     throw new Error(
-      `libs/client/src/tool-types.ts disagrees with the catalog's input schemas (from line ${line} on): ` +
+      `clients/typescript/src/tool-types.ts disagrees with the catalog's input schemas (from line ${line} on): ` +
         'run `npm run generate:tools` at the repository root and commit the file',
     );
   }
@@ -54,7 +54,7 @@ it('every catalog example compiles as its tool arguments; with an unknown or a m
       cases++;
     }
   }
-  const file = join(ROOT, 'libs/client/test/__examples.ts');
+  const file = join(ROOT, 'clients/typescript/test/__examples.ts');
   const options: ts.CompilerOptions = {
     strict: true,
     noEmit: true,

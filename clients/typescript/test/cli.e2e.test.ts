@@ -14,7 +14,7 @@ import { TesClient } from '../src';
  * spawned asynchronously: the gateway it talks to runs in this process's event loop.
  */
 const ROOT = join(__dirname, '../../..');
-const CLI = join(ROOT, 'libs/client/dist/cli.js');
+const CLI = join(ROOT, 'clients/typescript/dist/cli.js');
 const stack = useStack();
 let dir: string;
 const secrets: string[] = [];
@@ -95,7 +95,7 @@ async function executionCount(projectId: string): Promise<number> {
 
 beforeAll(async () => {
   // The tests run the compiled binary, so compile this package first (incremental, no references).
-  await promisify(execFile)(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'libs/client')], { cwd: ROOT });
+  await promisify(execFile)(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-b', join(ROOT, 'clients/typescript')], { cwd: ROOT });
   dir = await mkdtemp(join(tmpdir(), 'tes-cli-'));
 }, 120_000);
 
