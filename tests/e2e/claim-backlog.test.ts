@@ -30,6 +30,8 @@ const QUEUED = 3_000;
 const QUEUED_PROJECTS = 30;
 /** What one claim may read of executions: ≈ 3 index entries per project with queued work, and the picked row. */
 const MAX_ROWS = 300;
+/** Executions of another category running meanwhile (more than MAX_ROWS). */
+const RUNNING_ELSEWHERE = 2 * MAX_ROWS;
 
 let database: TestDatabase;
 let db: Knex;
@@ -49,10 +51,22 @@ beforeAll(async () => {
        JOIN LATERAL (SELECT id FROM projects ORDER BY id OFFSET (i % ${QUEUED_PROJECTS}) LIMIT 1) p ON true
        JOIN LATERAL (SELECT id FROM api_keys WHERE project_id = p.id LIMIT 1) k ON true`,
   );
+  // and another category's work running on the fleet (an image render per slot of a large
+  // fleet), also unseen by the statistics: a worker's statement by id on its own execution must
+  // not read the other executions running beside it
+  await db.raw(
+    `INSERT INTO executions (id, project_id, api_key_id, tool, model, category, status, arguments, price_version,
+       total_steps, reserved_micros, idempotency_key, request_digest, lease_owner, lease_expires_at, started_at, claims, created_at)
+     SELECT 'exe_8' || lpad(i::text, 25, '0'), p.id, k.id, 'image.render', 'card', 'image', 'running', '{}'::jsonb, 'v',
+            1, 1000, 'running-' || i, 'd', 'elsewhere:1', now() + interval '1 hour', now(), 1, now() - interval '1 minute'
+       FROM generate_series(1, ${RUNNING_ELSEWHERE}) AS i
+       JOIN LATERAL (SELECT id FROM projects ORDER BY id OFFSET (i % ${QUEUED_PROJECTS}) LIMIT 1) p ON true
+       JOIN LATERAL (SELECT id FROM api_keys WHERE project_id = p.id LIMIT 1) k ON true`,
+  );
   // their reservations, so that settling them keeps each balance whole
   await db.raw(
     `UPDATE projects p SET reserved_micros = reserved_micros + q.n * 1000, available_micros = available_micros - q.n * 1000
-       FROM (SELECT project_id, count(*) AS n FROM executions WHERE status = 'queued' GROUP BY project_id) q WHERE q.project_id = p.id`,
+       FROM (SELECT project_id, count(*) AS n FROM executions WHERE status IN ('queued', 'running') GROUP BY project_id) q WHERE q.project_id = p.id`,
   );
 }, 120_000);
 

@@ -63,7 +63,7 @@ export async function renewLease(db: Knex, id: string, owner: string, leaseTtlMs
     db,
     'tes_renew_lease',
     `UPDATE executions SET lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond')
-      WHERE id = :id AND lease_owner = :owner AND status = 'running'
+      WHERE id = :id AND lease_owner = :owner AND ${statusGuard('status', ['running'])}
       RETURNING cancel_requested`,
     { leaseTtlMs, id, owner },
   );
@@ -82,7 +82,7 @@ export async function enterWaiting(db: Knex, input: { executionId: string; owner
   const moved = await db.raw<{ rows: unknown[] }>(
     `UPDATE executions SET status = 'waiting', lease_owner = NULL,
             lease_expires_at = tes_now() + (:recheckDeadlineMs * interval '1 millisecond'), updated_at = now()
-      WHERE id = :executionId AND lease_owner = :owner AND status = 'running'
+      WHERE id = :executionId AND lease_owner = :owner AND ${statusGuard('status', ['running'])}
       RETURNING 1`,
     input,
   );
@@ -111,7 +111,7 @@ export async function markNeedsReview(db: Knex, input: { executionId: string; ow
 export async function releaseLease(db: Knex, id: string, owner: string, recheckDeadlineMs: number): Promise<boolean> {
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE executions SET lease_owner = NULL, lease_expires_at = tes_now() + (:recheckDeadlineMs * interval '1 millisecond'), updated_at = now()
-      WHERE id = :id AND lease_owner = :owner AND status = 'running'
+      WHERE id = :id AND lease_owner = :owner AND ${statusGuard('status', ['running'])}
       RETURNING 1`,
     { recheckDeadlineMs, id, owner },
   );

@@ -1,6 +1,7 @@
 /** Step records, fenced by the lease: start (and the cancel fence), finish with artifacts, provider references. */
 import type { Knex } from 'knex';
 import { prepared } from '../prepared';
+import { statusGuard } from './status-guard';
 import type { NewArtifact } from './records';
 
 export type StepStart = 'started' | 'cancel_requested' | 'lease_lost';
@@ -32,7 +33,7 @@ export async function startStep(
     'tes_start_step',
     `WITH e AS (
        SELECT id, project_id, cancel_requested FROM executions
-        WHERE id = :executionId AND project_id = :projectId AND lease_owner = :owner AND status = 'running'
+        WHERE id = :executionId AND project_id = :projectId AND lease_owner = :owner AND ${statusGuard('status', ['running'])}
           FOR SHARE
      ), s AS (
        INSERT INTO execution_steps (execution_id, project_id, index, name, status, external)
@@ -75,7 +76,7 @@ export const FINISH_STEP_CTES = `s AS (
           SET status = :stepStatus, cost_micros = :stepCostMicros, checkpoint = :stepCheckpoint::jsonb,
               external_ref = coalesce(:stepExternalRef, s.external_ref), error_code = :stepErrorCode, finished_at = now()
         WHERE s.execution_id = :stepExecutionId AND s.index = :stepIndex AND s.status = 'running'
-          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :stepOwner AND e.status = 'running' FOR SHARE)
+          AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :stepOwner AND ${statusGuard('e.status', ['running'])} FOR SHARE)
         RETURNING s.execution_id, s.project_id, s.index
      ), a AS (
        INSERT INTO artifacts (id, execution_id, project_id, step_index, format, mime_type, size_bytes, sha256, storage_key, file_name, expires_at)
@@ -135,7 +136,7 @@ export async function recordExternalRef(
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE execution_steps s SET external_ref = :externalRef, checkpoint = coalesce(:checkpoint::jsonb, s.checkpoint)
       WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running'
-        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
+        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND ${statusGuard('e.status', ['running'])} FOR SHARE)
       RETURNING 1`,
     {
       externalRef: input.externalRef,
@@ -174,7 +175,7 @@ export async function recordStepUnsent(
   const res = await db.raw<{ rows: unknown[] }>(
     `UPDATE execution_steps s SET checkpoint = :checkpoint::jsonb
       WHERE s.execution_id = :executionId AND s.index = :index AND s.status = 'running' AND s.external_ref IS NULL
-        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND e.status = 'running' FOR SHARE)
+        AND EXISTS (SELECT 1 FROM executions e WHERE e.id = s.execution_id AND e.lease_owner = :owner AND ${statusGuard('e.status', ['running'])} FOR SHARE)
       RETURNING 1`,
     {
       checkpoint: input.checkpoint ? JSON.stringify({ ...input.checkpoint, [UNSENT]: true }) : null,
