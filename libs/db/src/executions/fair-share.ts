@@ -55,17 +55,24 @@ const RUNNING_CTE = `running AS (
    )`;
 
 /**
- * The projects with queued work in a category, one index probe each (a skip scan of
- * executions_queued_fair_idx): the claim costs the number of such projects, not the number
- * of queued executions, nor any history.
+ * The projects with queued work in a category, each with its head, one index probe each (a skip
+ * scan of executions_queued_fair_idx): the claim costs the number of such projects, not the
+ * number of queued executions, nor any history. The index is ordered by (project_id,
+ * created_at, id), so the first entry past the previous project is the next project's head:
+ * the probe that finds a project finds its head too (a second probe per project for the head
+ * was a third of the claim's buffers at 10 M executions of history, docs/performance.md).
  */
 const QUEUED_PROJECTS_CTE = `queued_projects AS (
-     (SELECT project_id FROM executions WHERE status = 'queued' AND category = :category ORDER BY project_id LIMIT 1)
+     (SELECT project_id, created_at AS head_created_at, id AS head_id FROM executions
+       WHERE status = 'queued' AND category = :category ORDER BY project_id, created_at, id LIMIT 1)
      UNION ALL
-     SELECT (SELECT e.project_id FROM executions e
-              WHERE e.status = 'queued' AND e.category = :category AND e.project_id > q.project_id
-              ORDER BY e.project_id LIMIT 1)
-       FROM queued_projects q WHERE q.project_id IS NOT NULL
+     SELECT n.project_id, n.created_at, n.id
+       FROM queued_projects q
+       CROSS JOIN LATERAL (
+         SELECT e.project_id, e.created_at, e.id FROM executions e
+          WHERE e.status = 'queued' AND e.category = :category AND e.project_id > q.project_id
+          ORDER BY e.project_id, e.created_at, e.id LIMIT 1
+       ) n
    )`;
 
 /**
@@ -88,22 +95,16 @@ const QUEUED_PROJECTS_CTE = `queued_projects AS (
  * tests/e2e/claim-backlog.test.ts).
  */
 const FAIR_CLAIM_SQL = `WITH RECURSIVE ${DEFAULT_LIMIT_CTE}, ${RUNNING_CTE}, ${QUEUED_PROJECTS_CTE}, pick AS (
-     SELECT h.id AS pick_id
+     SELECT qp.head_id AS pick_id
        FROM queued_projects qp
        JOIN projects p ON p.id = qp.project_id
        CROSS JOIN share
        LEFT JOIN by_project bp ON bp.project_id = qp.project_id
        LEFT JOIN by_org bo ON bo.organization_id = p.organization_id
        LEFT JOIN project_category_limits l ON l.project_id = qp.project_id AND l.category = :category
-       CROSS JOIN LATERAL (
-         SELECT e.id, e.created_at FROM executions e
-          WHERE e.status = 'queued' AND e.category = :category AND e.project_id = qp.project_id
-          ORDER BY e.created_at, e.id LIMIT 1
-       ) h
-      WHERE qp.project_id IS NOT NULL
-        AND coalesce(bp.n, 0) < coalesce(l.max_running, share.lim)
+      WHERE coalesce(bp.n, 0) < coalesce(l.max_running, share.lim)
         AND coalesce(bo.n, 0) < greatest(share.lim, coalesce(l.max_running, 0))
-      ORDER BY coalesce(bo.n, 0), coalesce(bp.n, 0), h.created_at, h.id
+      ORDER BY coalesce(bo.n, 0), coalesce(bp.n, 0), qp.head_created_at, qp.head_id
       LIMIT 1
    )
    UPDATE executions
