@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import { newId } from '@tes/core';
-import { auditLedger, auditLedgerPass, creditBalance, createDb, MIGRATIONS, publishPrices, settleExecution, submitExecution, type AuditProblem } from '@tes/db';
-import { createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { auditLedger, auditLedgerPass, creditBalance, createDb, MIGRATIONS, publishPrices, settleExecution, type AuditProblem } from '@tes/db';
+import { createTestDatabase, seedProject, submitTestExecution, type TestDatabase } from '@tes/testing';
 
 /**
  * The incremental ledger audit (the relay's periodic pass) and the streaming full audit (`admin
@@ -30,24 +30,8 @@ afterEach(async () => {
 let priceVersion: string;
 async function submitted(projectId: string, keyId: string, reservedMicros = 1_000): Promise<string> {
   priceVersion ??= (await publishPrices(db, { 'test.sleep': 1 })).priceVersion;
-  const id = newId('exe');
-  const r = await submitExecution(db, {
-    id,
-    projectId,
-    apiKeyId: keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category: 'test',
-    arguments: {},
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros,
-    idempotencyKey: `k-${id}`,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 60_000,
-  });
-  expect(r.kind).toBe('created');
-  return id;
+  // throws unless the submit created the execution
+  return submitTestExecution(db, { projectId, keyId }, { priceVersion, reservedMicros });
 }
 
 const settle = (id: string, projectId: string, chargedMicros: number) =>

@@ -1,6 +1,6 @@
 import { isId, newId } from '@tes/core';
-import { createWebhookEndpoint, publishPrices, submitExecution } from '@tes/db';
-import { seedProject, useTestDatabase } from '@tes/testing';
+import { createWebhookEndpoint } from '@tes/db';
+import { seedProject, submitTestExecution, useTestDatabase } from '@tes/testing';
 
 /**
  * tes_new_id(prefix): the database's twin of core's newId, for ids written by triggers (the
@@ -46,23 +46,7 @@ it("has core's id form, carries the database clock's millisecond and sorts by it
 it('is what the webhook trigger writes: delivery ids in the msg_ ULID form', async () => {
   const p = await seedProject(db, { creditMicros: 10_000 });
   await createWebhookEndpoint(db, { projectId: p.projectId, url: 'https://hooks.test/' });
-  const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  const id = newId('exe');
-  await submitExecution(db, {
-    id,
-    projectId: p.projectId,
-    apiKeyId: p.keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category: 'test',
-    arguments: {},
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros: 100,
-    idempotencyKey: `k-${id}`,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 60_000,
-  });
+  const id = await submitTestExecution(db, p, { reservedMicros: 100 });
   await db('executions').where({ id }).update({ status: 'cancelled', finished_at: db.fn.now() });
   const deliveries = await db('webhook_deliveries').where({ execution_id: id }).select('id');
   expect(deliveries).toHaveLength(1);

@@ -1,6 +1,5 @@
-import { newId } from '@tes/core';
-import { claimDueDeliveries, createProject, createWebhookEndpoint, creditBalance, publishPrices, submitExecution } from '@tes/db';
-import { addKey, seedProject, useTestDatabase } from '@tes/testing';
+import { claimDueDeliveries, createProject, createWebhookEndpoint, creditBalance } from '@tes/db';
+import { addKey, seedProject, submitTestExecution, useTestDatabase } from '@tes/testing';
 
 /**
  * The webhook claim's fair share (issue #25): each slot goes to the oldest due delivery of the
@@ -10,23 +9,7 @@ const { db } = useTestDatabase({ poolMax: 4 });
 
 /** `n` due deliveries of a new endpoint of `project`, due 1 min ago and 1 ms apart. */
 async function due(project: { projectId: string; keyId: string }, n: number): Promise<void> {
-  const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  const executionId = newId('exe');
-  await submitExecution(db, {
-    id: executionId,
-    projectId: project.projectId,
-    apiKeyId: project.keyId,
-    tool: 'test.sleep',
-    model: 'sleep',
-    category: 'test',
-    arguments: {},
-    priceVersion,
-    totalSteps: 1,
-    reservedMicros: 100,
-    idempotencyKey: `k-${executionId}`,
-    requestDigest: 'd',
-    dispatchDeadlineMs: 60_000,
-  });
+  const executionId = await submitTestExecution(db, project, { reservedMicros: 100 });
   const endpoint = await createWebhookEndpoint(db, { projectId: project.projectId, url: 'https://hooks.test/' });
   await db.raw(
     `INSERT INTO webhook_deliveries (id, endpoint_id, project_id, execution_id, event_type, next_attempt_at)

@@ -1,6 +1,6 @@
 import { newId } from '@tes/core';
-import { claimNextFair, createDb, heartbeatWorkerSlots, publishPrices, submitExecution } from '@tes/db';
-import { seedProject, useTestDatabase, type SeededProject } from '@tes/testing';
+import { claimNextFair, createDb, heartbeatWorkerSlots, publishPrices } from '@tes/db';
+import { seedProject, submitTestExecution, useTestDatabase, type SeededProject } from '@tes/testing';
 import { runCli } from '../src/cli';
 
 /**
@@ -28,24 +28,7 @@ function createDbFor() {
 
 async function queue(p: SeededProject, n: number): Promise<void> {
   const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-  for (let i = 0; i < n; i++) {
-    const id = newId('exe');
-    await submitExecution(db, {
-      id,
-      projectId: p.projectId,
-      apiKeyId: p.keyId,
-      tool: 'test.sleep',
-      model: 'sleep',
-      category: 'test',
-      arguments: {},
-      priceVersion,
-      totalSteps: 1,
-      reservedMicros: 10,
-      idempotencyKey: id,
-      requestDigest: 'd',
-      dispatchDeadlineMs: 60_000,
-    });
-  }
+  for (let i = 0; i < n; i++) await submitTestExecution(db, p, { priceVersion, reservedMicros: 10 });
 }
 
 const claim = () => claimNextFair(db, { category: 'test', owner: 'wrk_cli', leaseTtlMs: 60_000, share: 0.5, ownSlots: 1 });
