@@ -21,6 +21,7 @@ import { childPids, keptDatabase, seedHistory, type TestDatabase } from '@tes/te
 import { getExecutionSpec, measure, submitSpec } from './bench-http';
 import { runB5, type E2eResult } from './e2e';
 import { rssMb, type CpuMeter } from './meter';
+import { PeakWatch, type MemorySample } from './peak-watch';
 import type { BenchOptions } from './options';
 import type { Report } from './report';
 import { seedSpread, submitBody, submitOneEach } from './seed';
@@ -42,6 +43,8 @@ interface Phase {
   b3P99: number | undefined;
   b5: E2eResult | undefined;
   peakRssMb: Record<Service, number | undefined>;
+  /** The highest RSS sampled after the start, per service, with when it happened and of what (PeakWatch). */
+  peaks: Record<string, MemorySample>;
   relayStartSec: number;
   /** The incremental audit caught up with the seeded history (s), then one more pass (ms): the periodic pass at this history. */
   auditCatchUpSec?: number;
@@ -84,8 +87,10 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
     b3P99: undefined,
     b5: undefined,
     peakRssMb: { gateway: undefined, relay: undefined, worker: undefined },
+    peaks: {},
     relayStartSec: 0,
   };
+  let watch: PeakWatch | undefined;
   try {
     const kept = history && o.historyDb ? await keptDatabase(o.historyDb) : undefined;
     const started = Date.now();
@@ -143,6 +148,11 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
     phase.relayStartSec = (Date.now() - started) / 1000 - phase.seedSec - (phase.leftoversSec ?? 0);
     meter.label(stack.gateway.pid, 'gateway');
     meter.label(stack.relay.pid, 'relay');
+    watch = new PeakWatch({
+      gateway: { pid: stack.gateway.pid, metricsUrl: stack.metricsUrl.gateway },
+      relay: { pid: stack.relay.pid, metricsUrl: stack.metricsUrl.relay },
+    });
+    watch.start();
     const tenants = await seedSpread(stack.db, o.projects);
     const body = await submitBody(stack.baseUrl, tenants[0]!.secret);
     await submitOneEach(stack.baseUrl, tenants, body);
@@ -155,12 +165,14 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
     });
     if (o.only.has('b1')) {
       say(`B1 (${tag}): GET /tools/executions/{id}`);
+      watch.step('B1');
       const r = await measure(load(getExecutionSpec(tenants)), `b1-${tag}`, logDir, meter);
       [phase.b1, phase.b1P99] = [r.okPerSec, r.latencyMs.p99];
       report.cpuOf(`B1 ${tag}`, r.cpu);
     }
     if (o.only.has('b3')) {
       say(`B3 (${tag}): accepted submits/s over ${o.projects} projects`);
+      watch.step('B3');
       const r = await measure(load(submitSpec(tenants, body)), `b3-${tag}`, logDir, meter);
       [phase.b3, phase.b3P99] = [(r.byStatus['202'] ?? 0) / r.durationSec, r.latencyMs.p99];
       report.cpuOf(`B3 ${tag}`, r.cpu);
@@ -171,18 +183,22 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
       // them first (first in, first out per project, B5's tenants are B3's), so B5 would measure
       // that line's drain, not executions end to end, and its half-load latencies would read the
       // line. Cancelled on both sides alike, so B5 starts on an empty line, as a B5-only run does.
+      watch.step("cancelling B3's line");
       const c = Date.now();
       const cancelled = await cancelLive(stack.db);
       if (cancelled > 0) say(`  ${cancelled.toLocaleString('en-US')} executions B3 left queued cancelled in ${((Date.now() - c) / 1000).toFixed(0)} s`);
       say(`B5 (${tag}): end-to-end test.sleep executions/s, then at half that rate`);
+      watch.step('B5');
       phase.b5 = await runB5(stack, { ...submitSpec(tenants, body), url: stack.baseUrl }, o, logDir, meter);
       phase.peakRssMb.worker = phase.b5.rss.worker?.peakMb;
       report.cpuOf(`B5 ${tag}`, phase.b5.cpu);
     }
     phase.peakRssMb.gateway = highWaterMb(stack.gateway.pid);
     phase.peakRssMb.relay = highWaterMb(stack.relay.pid);
+    phase.peaks = watch.stop();
     return phase;
   } finally {
+    watch?.stop();
     say(`cleaning up the ${tag} stack`);
     await stack.stop();
   }
@@ -331,6 +347,10 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
   ] as const) {
     if (p.b5?.failed) report.note(`B5 (${tag}): ${p.b5.failed} failed or needs_review executions`);
     if (p.b5?.backlogPurged) report.note(`B5 (${tag}): the capacity run's backlog did not drain in time; dropped ${p.b5.backlogPurged} messages`);
+    for (const [name, peak] of Object.entries(p.peaks)) {
+      const v8 = peak.heapUsedMb === undefined ? '' : `, V8 heap ${peak.heapUsedMb.toFixed(0)} MB and external ${peak.externalMb?.toFixed(0) ?? '?'} MB`;
+      report.note(`${name} (${tag}): highest sampled RSS ${peak.rssMb.toFixed(0)} MB during ${peak.during} (anonymous ${peak.anonMb.toFixed(0)} MB${v8})`);
+    }
   }
   report.figure('historyExecutions', o.history);
   report.figure('historySeedSec', seeded.seedSec);

@@ -1,0 +1,76 @@
+import { readFileSync } from 'node:fs';
+import { childPids } from '@tes/testing';
+
+/** One process's memory at a moment (MB): resident, its anonymous part, and the V8 heap and external memory it reports. */
+export interface MemorySample {
+  rssMb: number;
+  anonMb: number;
+  heapUsedMb?: number;
+  externalMb?: number;
+  /** What the bench was doing then. */
+  during: string;
+}
+
+const KB = /(VmRSS|RssAnon):\s+(\d+)\s+kB/g;
+
+function residentMb(pid: number): { rssMb: number; anonMb: number } | undefined {
+  try {
+    const fields: Record<string, number | undefined> = Object.fromEntries(
+      [...readFileSync(`/proc/${pid}/status`, 'utf8').matchAll(KB)].map((m) => [m[1]!, Number(m[2]) / 1024] as const),
+    );
+    return fields.VmRSS === undefined ? undefined : { rssMb: fields.VmRSS, anonMb: fields.RssAnon ?? 0 };
+  } catch {
+    return undefined;
+  }
+}
+
+const METRIC = /^(nodejs_heap_size_used_bytes|nodejs_external_memory_bytes)\{[^}]*\} (\S+)$/gm;
+
+/**
+ * Where each service's peak resident memory happened (history-bench): every 250 ms the RSS and
+ * anonymous RSS of each process (the largest of it and its children), and once a second its
+ * V8 heap and external memory from its /metrics; the sample of the highest RSS is kept with the
+ * step the bench was in (`during`). VmHWM says how high; this says when and of what.
+ */
+export class PeakWatch {
+  private readonly peaks = new Map<string, MemorySample>();
+  private readonly reported = new Map<string, { heapUsedMb?: number; externalMb?: number }>();
+  private timers: NodeJS.Timeout[] = [];
+  private during = 'start';
+
+  constructor(private readonly services: Record<string, { pid: number; metricsUrl?: string }>) {}
+
+  start(): void {
+    const take = () => {
+      for (const [name, { pid }] of Object.entries(this.services)) {
+        const each = [pid, ...childPids(pid)].map(residentMb).filter((v) => v !== undefined);
+        if (each.length === 0) continue;
+        const top = each.reduce((a, b) => (b.rssMb > a.rssMb ? b : a));
+        if (top.rssMb > (this.peaks.get(name)?.rssMb ?? 0)) this.peaks.set(name, { ...top, ...this.reported.get(name), during: this.during });
+      }
+    };
+    const scrape = async () => {
+      for (const [name, { metricsUrl }] of Object.entries(this.services)) {
+        if (!metricsUrl) continue;
+        const text = await fetch(`${metricsUrl}/metrics`, { signal: AbortSignal.timeout(900) })
+          .then((r) => r.text())
+          .catch(() => '');
+        const m: Record<string, number | undefined> = Object.fromEntries([...text.matchAll(METRIC)].map((x) => [x[1]!, Number(x[2]) / 1024 / 1024] as const));
+        this.reported.set(name, { heapUsedMb: m.nodejs_heap_size_used_bytes, externalMb: m.nodejs_external_memory_bytes });
+      }
+    };
+    take();
+    this.timers = [setInterval(take, 250), setInterval(() => void scrape(), 1000)];
+    for (const t of this.timers) t.unref();
+  }
+
+  /** Names the step the samples from now on belong to. */
+  step(during: string): void {
+    this.during = during;
+  }
+
+  stop(): Record<string, MemorySample> {
+    for (const t of this.timers) clearInterval(t);
+    return Object.fromEntries(this.peaks);
+  }
+}
