@@ -1,6 +1,8 @@
+import pg from 'pg';
 import { newId } from '@tes/core';
-import { auditLedger, categoryQueueStates, claimExecution, publishPrices, queuePlaces, submitExecution } from '@tes/db';
+import { auditLedger, categoryQueueStates, claimExecution, publishPrices, queuePlaces, START_RATE_SAMPLE, submitExecution } from '@tes/db';
 import { seedProject, useTestDatabase } from '@tes/testing';
+import { captureStatements, explain, scansOf, type CapturedStatement } from '../../../tests/plans';
 
 /**
  * A queued execution's place in line (issue #25) against a reference: the fair order of
@@ -9,7 +11,7 @@ import { seedProject, useTestDatabase } from '@tes/testing';
  * ended. Several projects (each its own organization, so the organization level of the order is
  * the project level), random line lengths, running counts and interleaved submit times.
  */
-const { db } = useTestDatabase({ poolMax: 3 });
+const { db, database } = useTestDatabase({ poolMax: 3 });
 
 afterEach(async () => {
   expect((await auditLedger(db)).problems).toEqual([]);
@@ -160,6 +162,50 @@ it('estimated starts follow the category start rate and grow with the position',
   expect(Date.parse(places.get(waiting[0]!)!.estimatedStartAt!) - now).toBeLessThan(10_500);
   expect(Date.parse(places.get(waiting[1]!)!.estimatedStartAt!) - now).toBeGreaterThanOrEqual(19_900);
   expect(Date.parse(places.get(waiting[1]!)!.estimatedStartAt!) - now).toBeLessThan(20_500);
+});
+
+it('the start rate of a busy category is read from its newest starts only: the rows read stay bounded however many started', async () => {
+  const p = await seedProject(db, { creditMicros: 10_000 });
+  // three samples' worth of starts in the last 5 minutes: one every 150 ms over the last 225 s
+  const started: string[] = [];
+  for (let i = 0; i < 3 * START_RATE_SAMPLE; i += 3) {
+    started.push(...(await Promise.all([0, 1, 2].map(() => submit(p.projectId, p.keyId, 'busy')))));
+  }
+  for (let i = 0; i < started.length; i += 3) await Promise.all(started.slice(i, i + 3).map((id) => claimExecution(db, id, 'w', 600_000)));
+  await db.raw(
+    `UPDATE executions e SET started_at = tes_now() - (n.rank * interval '150 milliseconds')
+       FROM (SELECT id, row_number() OVER (ORDER BY id) AS rank FROM executions WHERE category = 'busy' AND status = 'running') n
+      WHERE e.id = n.id`,
+  );
+  await db.raw('ANALYZE executions'); // as the relay does when the live counts outgrow the statistics
+  const waiting = await submit(p.projectId, p.keyId, 'busy');
+
+  const capture = captureStatements(database.name, () => true);
+  let statements: CapturedStatement[] = [];
+  const places = await queuePlaces(db, [waiting], { maxAgeMs: 0 }).finally(() => {
+    statements = capture.stop();
+  });
+  // the estimate still follows the rate: one start every 150 ms
+  const now = (await db.raw<{ rows: { now: Date }[] }>('SELECT tes_now() AS now')).rows[0]!.now.getTime();
+  const wait = Date.parse(places.get(waiting)!.estimatedStartAt!) - now;
+  expect(wait).toBeGreaterThan(100);
+  expect(wait).toBeLessThan(250);
+
+  // and its statement, run again with its values, reads at most the sample of its starts
+  const rate = statements.filter((s) => s.text.includes('started_at > tes_now()'));
+  expect(rate).toHaveLength(1);
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  try {
+    // this table is a few pages, so the planner may rightly read it whole; production's is not:
+    // plan as there, by the index
+    await client.query('SET enable_seqscan = off; SET enable_bitmapscan = off');
+    const reads = scansOf((await explain(client, rate[0]!)).analyzed!).map((scan) => scan.rows);
+    expect(reads.length).toBeGreaterThan(0);
+    expect(Math.max(...reads)).toBeLessThanOrEqual(START_RATE_SAMPLE);
+  } finally {
+    await client.end();
+  }
 });
 
 it('the gauges: queued, running and the oldest queued age per category, by the database clock', async () => {

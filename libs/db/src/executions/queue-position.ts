@@ -6,6 +6,12 @@ import { statusGuard } from './status-guard';
 
 /** The starts of a category within this window give its recent start rate. */
 const START_RATE_WINDOW_SECONDS = 300;
+/**
+ * At most this many of them: the newest. The rate is then that many over the time since the
+ * oldest of them, so a busy category's estimate reads a bounded number of rows (100 starts a
+ * second would otherwise be 30,000 rows a second per process and category).
+ */
+export const START_RATE_SAMPLE = 500;
 
 /**
  * The place in line of each of these executions that is queued now (the others are absent from
@@ -34,7 +40,8 @@ const START_RATE_WINDOW_SECONDS = 300;
  * project's queued and running counts (index-only scans of the two partial indexes: the queued
  * and running executions now, never history), the first HEADS queued of each project with queued
  * work (one skip-scan probe and one short range per project), and the category's starts of the
- * last 5 minutes (executions_category_started_idx). The tie rule needs Q's (n+1)-th head; past the
+ * last 5 minutes, the newest START_RATE_SAMPLE at most (executions_category_started_idx, read
+ * backwards). The tie rule needs Q's (n+1)-th head; past the
  * first HEADS it is counted as starting first (the position is then at most one too high per such
  * project: an estimate that errs late, never early). Measured in docs/architecture.md#fair-share-of-the-worker-slots.
  */
@@ -96,7 +103,7 @@ interface CategorySnapshot {
   /** Per project with queued work: how many, and its first HEADS by (created_at, id). */
   queued: Map<string, { count: number; heads: { createdAt: number; id: string }[] }>;
   running: Map<string, number>;
-  /** Starts in the last START_RATE_WINDOW_SECONDS, the first of them, and the database clock (ms). */
+  /** Starts in the last START_RATE_WINDOW_SECONDS (the newest START_RATE_SAMPLE at most), the first of them, and the database clock (ms). */
   started: number;
   firstStartedAt: number;
   now: number;
@@ -150,8 +157,11 @@ async function readSnapshot(db: Knex, category: string): Promise<CategorySnapsho
     ),
     // a literal window, not a parameter: a generic plan would guess a third of every start ever
     db.raw<{ rows: { started: string; first_at: Date | null; now: Date }[] }>(
-      `SELECT count(*) AS started, min(started_at) AS first_at, tes_now() AS now FROM executions
-        WHERE category = :category AND started_at IS NOT NULL AND started_at > tes_now() - interval '${START_RATE_WINDOW_SECONDS} seconds'`,
+      `SELECT count(*) AS started, min(started_at) AS first_at, tes_now() AS now FROM (
+         SELECT started_at FROM executions
+          WHERE category = :category AND started_at IS NOT NULL AND started_at > tes_now() - interval '${START_RATE_WINDOW_SECONDS} seconds'
+          ORDER BY started_at DESC LIMIT ${START_RATE_SAMPLE}
+       ) s`,
       { category },
     ),
   ]);
