@@ -348,7 +348,10 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
     if (p.b5?.failed) report.note(`B5 (${tag}): ${p.b5.failed} failed or needs_review executions`);
     if (p.b5?.backlogPurged) report.note(`B5 (${tag}): the capacity run's backlog did not drain in time; dropped ${p.b5.backlogPurged} messages`);
     for (const [name, peak] of Object.entries(p.peaks)) {
-      const v8 = peak.heapUsedMb === undefined ? '' : `, V8 heap ${peak.heapUsedMb.toFixed(0)} MB and external ${peak.externalMb?.toFixed(0) ?? '?'} MB`;
+      const v8 =
+        peak.heapUsedMb === undefined
+          ? ''
+          : `, V8 heap ${peak.heapUsedMb.toFixed(0)} MB used of ${peak.heapTotalMb?.toFixed(0) ?? '?'} MB held, external ${peak.externalMb?.toFixed(0) ?? '?'} MB`;
       report.note(`${name} (${tag}): highest sampled RSS ${peak.rssMb.toFixed(0)} MB during ${peak.during} (anonymous ${peak.anonMb.toFixed(0)} MB${v8})`);
     }
   }

@@ -6,6 +6,8 @@ export interface MemorySample {
   rssMb: number;
   anonMb: number;
   heapUsedMb?: number;
+  /** The V8 heap's committed size (its spaces' total: what the process holds for it). */
+  heapTotalMb?: number;
   externalMb?: number;
   /** What the bench was doing then. */
   during: string;
@@ -24,7 +26,7 @@ function residentMb(pid: number): { rssMb: number; anonMb: number } | undefined 
   }
 }
 
-const METRIC = /^(nodejs_heap_size_used_bytes|nodejs_external_memory_bytes)\{[^}]*\} (\S+)$/gm;
+const METRIC = /^(nodejs_heap_size_used_bytes|nodejs_heap_size_total_bytes|nodejs_external_memory_bytes)\{[^}]*\} (\S+)$/gm;
 
 /**
  * Where each service's peak resident memory happened (history-bench): every 250 ms the RSS and
@@ -34,7 +36,7 @@ const METRIC = /^(nodejs_heap_size_used_bytes|nodejs_external_memory_bytes)\{[^}
  */
 export class PeakWatch {
   private readonly peaks = new Map<string, MemorySample>();
-  private readonly reported = new Map<string, { heapUsedMb?: number; externalMb?: number }>();
+  private readonly reported = new Map<string, { heapUsedMb?: number; heapTotalMb?: number; externalMb?: number }>();
   private timers: NodeJS.Timeout[] = [];
   private during = 'start';
 
@@ -56,7 +58,11 @@ export class PeakWatch {
           .then((r) => r.text())
           .catch(() => '');
         const m: Record<string, number | undefined> = Object.fromEntries([...text.matchAll(METRIC)].map((x) => [x[1]!, Number(x[2]) / 1024 / 1024] as const));
-        this.reported.set(name, { heapUsedMb: m.nodejs_heap_size_used_bytes, externalMb: m.nodejs_external_memory_bytes });
+        this.reported.set(name, {
+          heapUsedMb: m.nodejs_heap_size_used_bytes,
+          heapTotalMb: m.nodejs_heap_size_total_bytes,
+          externalMb: m.nodejs_external_memory_bytes,
+        });
       }
     };
     take();
