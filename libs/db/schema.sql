@@ -905,7 +905,7 @@ CREATE INDEX executions_category_started_idx ON public.executions USING btree (c
 -- Name: executions_lease_idx; Type: INDEX; Schema: public; Owner: -
 --
 
-CREATE INDEX executions_lease_idx ON public.executions USING btree (lease_expires_at) WHERE (status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text]));
+CREATE INDEX executions_lease_idx ON public.executions USING btree (lease_expires_at) WHERE ((status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text])) AND (lease_expires_at IS NOT NULL));
 
 --
 -- Name: executions_needs_review_idx; Type: INDEX; Schema: public; Owner: -

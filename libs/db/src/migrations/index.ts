@@ -30,6 +30,7 @@ import * as m110 from './20261126000110_queue_position_indexes';
 import * as m120 from './20261126000120_webhook_project_share';
 import * as m200 from './20261126000200_webhook_endpoint_deliveries_index';
 import * as m600 from './20261126000600_delivery_ids';
+import * as m1127010 from './20261127000010_lease_index_needs_its_column';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -64,4 +65,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000120_webhook_project_share', m120],
   ['20261126000200_webhook_endpoint_deliveries_index', m200],
   ['20261126000600_delivery_ids', m600],
+  ['20261127000010_lease_index_needs_its_column', m1127010],
 ];
