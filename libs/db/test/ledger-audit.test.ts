@@ -75,6 +75,23 @@ test('honest writes: the pass and the full audit hold; the pass reads only what 
   expect(full.totals).toEqual({ creditedMicros: 100_005, availableMicros: 100_005 - 2_400, reservedMicros: 0, chargedMicros: 2_400 });
 });
 
+test('a pass writes each total it moves once, however many batches moved it (a catch-up left 3.9 GB of dead versions)', async () => {
+  const w = await honestWork();
+  for (let i = 0; i < 10; i++) await creditBalance(db, { projectId: w.projectId, micros: 1, reference: `top-up ${i}` });
+  // batch 2: 31 journal rows, 16 batches, each moving this project's available total
+  expect(await auditLedgerPass(db, { batch: 2 })).toMatchObject({ ok: true, caughtUp: true, ledgerEntries: 31 });
+  // every version of every row the table holds on its pages, dead ones included (nothing has vacuumed it)
+  await db.raw('CREATE EXTENSION IF NOT EXISTS pageinspect');
+  const versions = await db.raw<{ rows: { n: number }[] }>(
+    `SELECT count(*)::int AS n FROM generate_series(0, pg_relation_size('ledger_audit_totals') / 8192 - 1) AS page,
+            LATERAL heap_page_items(get_raw_page('ledger_audit_totals', page::int)) AS item
+      WHERE item.lp_flags = 1`,
+  );
+  const rows = Number((await db('ledger_audit_totals').count<{ count: string }[]>({ count: '*' }))[0]!.count);
+  expect(rows).toBe(4); // funding, available, reserved, charged
+  expect(versions.rows[0]!.n).toBe(rows);
+});
+
 test('a pass stopped by its row budget gives no verdict, and the next one goes on from its cursor', async () => {
   await honestWork();
   const behind = await auditLedgerPass(db, { batch: 2, maxRows: 4 });
