@@ -207,6 +207,9 @@ describe('the migrations the previous release runs beside', () => {
     // it on every insert that does not name it, which is every journal insert of the previous
     // release; NOT VALID leaves the rows written before it alone.
     '20261126000040_ledger_audit_cursor': 'a constraint every previous-release insert meets through the column default',
+    // an index rebuilt beside the old one takes its name (swap): the previous release names no
+    // index, and its only user of this one, the reaper, bounds lease_expires_at as the new one needs
+    '20261127000010_lease_index_needs_its_column': 'an index renamed to the name of the one it replaces, in one transaction',
   };
 
   it('are known: previous-release/statements.ts names the last migration of the previous release', () => {

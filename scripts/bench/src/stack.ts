@@ -34,6 +34,8 @@ export class ServiceStack {
   worker: Child | undefined;
   /** VmRSS (MB) of each service right after it answered /readyz, before any load. */
   readonly startRssMb: Record<string, number> = {};
+  /** When start() began: every project the run's tenants use is made after it (ids are time-ordered). */
+  readonly startedAt = new Date();
   /** Each service's API (PORT), by the name it was started under. */
   readonly serviceUrl: Record<string, string> = {};
   /** Each service's health server (/metrics, /readyz). */

@@ -24,10 +24,15 @@ export const config = { transaction: false };
 
 const OPEN = `status IN ('queued', 'running', 'waiting')`;
 
-async function rebuild(knex: Knex, predicate: string): Promise<void> {
+export async function up(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS executions_lease_idx_old');
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS executions_lease_idx_new');
-  await knex.raw(`CREATE INDEX CONCURRENTLY executions_lease_idx_new ON executions (lease_expires_at) WHERE ${predicate}`);
+  await knex.raw(`CREATE INDEX CONCURRENTLY executions_lease_idx_new ON executions (lease_expires_at) WHERE ${OPEN} AND lease_expires_at IS NOT NULL`);
+  await swap(knex);
+}
+
+/** The new index takes the name in one transaction (the reaper always finds one), then the old one goes. */
+async function swap(knex: Knex): Promise<void> {
   await knex.transaction(async (trx) => {
     await trx.raw('ALTER INDEX IF EXISTS executions_lease_idx RENAME TO executions_lease_idx_old');
     await trx.raw('ALTER INDEX executions_lease_idx_new RENAME TO executions_lease_idx');
@@ -35,10 +40,9 @@ async function rebuild(knex: Knex, predicate: string): Promise<void> {
   await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS executions_lease_idx_old');
 }
 
-export async function up(knex: Knex): Promise<void> {
-  await rebuild(knex, `${OPEN} AND lease_expires_at IS NOT NULL`);
-}
-
 export async function down(knex: Knex): Promise<void> {
-  await rebuild(knex, OPEN);
+  await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS executions_lease_idx_old');
+  await knex.raw('DROP INDEX CONCURRENTLY IF EXISTS executions_lease_idx_new');
+  await knex.raw(`CREATE INDEX CONCURRENTLY executions_lease_idx_new ON executions (lease_expires_at) WHERE ${OPEN}`);
+  await swap(knex);
 }
