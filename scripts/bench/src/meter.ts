@@ -111,8 +111,8 @@ export class CpuMeter {
   }
 }
 
-/** VmRSS of a process in MB (`VmHWM`: its peak since it started), or undefined once it is gone. */
-export function rssMb(pid: number, field: 'VmRSS' | 'VmHWM' = 'VmRSS'): number | undefined {
+/** VmRSS of a process in MB (`VmHWM`: its peak since it started; `RssAnon`: its anonymous part), or undefined once it is gone. */
+export function rssMb(pid: number, field: 'VmRSS' | 'VmHWM' | 'RssAnon' = 'VmRSS'): number | undefined {
   try {
     const m = new RegExp(`${field}:\\s+(\\d+)\\s+kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) / 1024 : undefined;

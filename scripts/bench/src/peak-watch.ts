@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { childPids } from '@tes/testing';
+import { rssMb } from './meter';
 
 /** One process's memory at a moment (MB): resident, its anonymous part, and the V8 heap and external memory it reports. */
 export interface MemorySample {
@@ -13,17 +13,9 @@ export interface MemorySample {
   during: string;
 }
 
-const KB = /(VmRSS|RssAnon):\s+(\d+)\s+kB/g;
-
 function residentMb(pid: number): { rssMb: number; anonMb: number } | undefined {
-  try {
-    const fields: Record<string, number | undefined> = Object.fromEntries(
-      [...readFileSync(`/proc/${pid}/status`, 'utf8').matchAll(KB)].map((m) => [m[1]!, Number(m[2]) / 1024] as const),
-    );
-    return fields.VmRSS === undefined ? undefined : { rssMb: fields.VmRSS, anonMb: fields.RssAnon ?? 0 };
-  } catch {
-    return undefined;
-  }
+  const rss = rssMb(pid);
+  return rss === undefined ? undefined : { rssMb: rss, anonMb: rssMb(pid, 'RssAnon') ?? 0 };
 }
 
 const METRIC = /^(nodejs_heap_size_used_bytes|nodejs_heap_size_total_bytes|nodejs_external_memory_bytes)\{[^}]*\} (\S+)$/gm;
