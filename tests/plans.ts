@@ -74,6 +74,16 @@ interface PlanNode {
   Plans?: PlanNode[];
 }
 
+/** The statements `run` sends to `database` (every application's), captured while it runs. */
+export async function statementsDuring(database: string, run: () => Promise<unknown>): Promise<CapturedStatement[]> {
+  const capture = captureStatements(database, () => true);
+  let statements: CapturedStatement[] = [];
+  await run().finally(() => {
+    statements = capture.stop();
+  });
+  return statements;
+}
+
 export interface ScanFinding {
   node: string;
   relation: string;

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { categoryQueueStates, claimNextFair, MAX_ATTEMPTS, queuePlaces, reapExpiredLeases } from '@tes/db';
 import { seedProject, submitTestExecution, useTestDatabase } from '@tes/testing';
-import { captureStatements, explain, scansOf, type CapturedStatement } from '../../../tests/plans';
+import { explain, scansOf, statementsDuring, type CapturedStatement } from '../../../tests/plans';
 
 /**
  * executions_lease_idx is the reaper's (migration 20261127000010). At 10 M executions the planner
@@ -17,12 +17,7 @@ import { captureStatements, explain, scansOf, type CapturedStatement } from '../
 const { db, database } = useTestDatabase({ poolMax: 2 });
 
 async function statementsOf(run: () => Promise<unknown>): Promise<CapturedStatement[]> {
-  const capture = captureStatements(database.name, () => true);
-  let statements: CapturedStatement[] = [];
-  await run().finally(() => {
-    statements = capture.stop();
-  });
-  return statements.filter((s) => /\bexecutions\b/.test(s.text));
+  return (await statementsDuring(database.name, run)).filter((s) => /\bexecutions\b/.test(s.text));
 }
 
 /**

@@ -1,8 +1,8 @@
 import pg from 'pg';
 import { newId } from '@tes/core';
-import { auditLedger, categoryQueueStates, claimExecution, publishPrices, queuePlaces, START_RATE_SAMPLE, submitExecution } from '@tes/db';
+import { auditLedger, categoryQueueStates, claimExecution, publishPrices, queuePlaces, START_RATE_SAMPLE, submitExecution, type QueuePlace } from '@tes/db';
 import { seedProject, useTestDatabase } from '@tes/testing';
-import { captureStatements, explain, scansOf, type CapturedStatement } from '../../../tests/plans';
+import { explain, scansOf, statementsDuring } from '../../../tests/plans';
 
 /**
  * A queued execution's place in line (issue #25) against a reference: the fair order of
@@ -180,10 +180,9 @@ it('the start rate of a busy category is read from its newest starts only: the r
   await db.raw('ANALYZE executions'); // as the relay does when the live counts outgrow the statistics
   const waiting = await submit(p.projectId, p.keyId, 'busy');
 
-  const capture = captureStatements(database.name, () => true);
-  let statements: CapturedStatement[] = [];
-  const places = await queuePlaces(db, [waiting], { maxAgeMs: 0 }).finally(() => {
-    statements = capture.stop();
+  let places = new Map<string, QueuePlace>();
+  const statements = await statementsDuring(database.name, async () => {
+    places = await queuePlaces(db, [waiting], { maxAgeMs: 0 });
   });
   // the estimate still follows the rate: one start every 150 ms
   const now = (await db.raw<{ rows: { now: Date }[] }>('SELECT tes_now() AS now')).rows[0]!.now.getTime();
