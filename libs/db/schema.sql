@@ -45,6 +45,25 @@ CREATE FUNCTION public.tes_execution_changed() RETURNS trigger
     END $$;
 
 --
+-- Name: tes_execution_line(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tes_execution_line() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+    BEGIN
+      IF TG_OP <> 'DELETE' AND NEW.status IN ('queued', 'running') THEN
+        INSERT INTO execution_line (execution_id, category, project_id, status, created_at)
+        VALUES (NEW.id, NEW.category, NEW.project_id, NEW.status, NEW.created_at)
+        ON CONFLICT (execution_id) DO UPDATE
+          SET status = EXCLUDED.status, category = EXCLUDED.category, project_id = EXCLUDED.project_id, created_at = EXCLUDED.created_at;
+      ELSE
+        DELETE FROM execution_line WHERE execution_id = OLD.id;
+      END IF;
+      RETURN NULL;
+    END $$;
+
+--
 -- Name: tes_execution_webhooks(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -300,6 +319,20 @@ CREATE TABLE public.execution_files (
     file_id text NOT NULL,
     project_id text NOT NULL
 );
+
+--
+-- Name: execution_line; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.execution_line (
+    execution_id text NOT NULL,
+    category text NOT NULL,
+    project_id text NOT NULL,
+    status text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT execution_line_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text])))
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='2000');
 
 --
 -- Name: tes_change_seq; Type: SEQUENCE; Schema: public; Owner: -
@@ -706,6 +739,13 @@ ALTER TABLE ONLY public.execution_files
     ADD CONSTRAINT execution_files_pkey PRIMARY KEY (execution_id, file_id);
 
 --
+-- Name: execution_line execution_line_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.execution_line
+    ADD CONSTRAINT execution_line_pkey PRIMARY KEY (execution_id);
+
+--
 -- Name: execution_steps execution_steps_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -884,6 +924,18 @@ CREATE INDEX artifacts_expiry_idx ON public.artifacts USING btree (expires_at) W
 CREATE INDEX execution_files_file_idx ON public.execution_files USING btree (file_id);
 
 --
+-- Name: execution_line_queued_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX execution_line_queued_idx ON public.execution_line USING btree (category, project_id, created_at, execution_id) WHERE (status = 'queued'::text);
+
+--
+-- Name: execution_line_running_idx; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX execution_line_running_idx ON public.execution_line USING btree (category, project_id) WHERE (status = 'running'::text);
+
+--
 -- Name: executions_api_key_idx; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -930,18 +982,6 @@ CREATE INDEX executions_project_status_idx ON public.executions USING btree (pro
 --
 
 CREATE INDEX executions_project_tool_idx ON public.executions USING btree (project_id, tool, id DESC);
-
---
--- Name: executions_queued_fair_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX executions_queued_fair_idx ON public.executions USING btree (category, project_id, created_at, id) WHERE (status = 'queued'::text);
-
---
--- Name: executions_running_category_idx; Type: INDEX; Schema: public; Owner: -
---
-
-CREATE INDEX executions_running_category_idx ON public.executions USING btree (category, project_id) WHERE (status = 'running'::text);
 
 --
 -- Name: files_expiry_idx; Type: INDEX; Schema: public; Owner: -
@@ -1068,6 +1108,24 @@ CREATE TRIGGER executions_audit_stamp BEFORE UPDATE ON public.executions FOR EAC
 --
 
 CREATE TRIGGER executions_changed BEFORE UPDATE ON public.executions FOR EACH ROW EXECUTE FUNCTION public.tes_execution_changed();
+
+--
+-- Name: executions executions_line_delete; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER executions_line_delete AFTER DELETE ON public.executions FOR EACH ROW WHEN ((old.status = ANY (ARRAY['queued'::text, 'running'::text]))) EXECUTE FUNCTION public.tes_execution_line();
+
+--
+-- Name: executions executions_line_insert; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER executions_line_insert AFTER INSERT ON public.executions FOR EACH ROW WHEN ((new.status = ANY (ARRAY['queued'::text, 'running'::text]))) EXECUTE FUNCTION public.tes_execution_line();
+
+--
+-- Name: executions executions_line_update; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER executions_line_update AFTER UPDATE OF status, category, project_id, created_at ON public.executions FOR EACH ROW WHEN ((((new.status IS DISTINCT FROM old.status) OR (new.category IS DISTINCT FROM old.category) OR (new.project_id IS DISTINCT FROM old.project_id) OR (new.created_at IS DISTINCT FROM old.created_at)) AND ((new.status = ANY (ARRAY['queued'::text, 'running'::text])) OR (old.status = ANY (ARRAY['queued'::text, 'running'::text]))))) EXECUTE FUNCTION public.tes_execution_line();
 
 --
 -- Name: executions executions_link_files; Type: TRIGGER; Schema: public; Owner: -

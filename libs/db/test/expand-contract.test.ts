@@ -48,6 +48,15 @@ afterEach(async () => {
   await clockAhead(0);
   // whatever mix of writers moved the money, the journal and the balances agree
   expect((await auditLedger(db)).problems).toEqual([]);
+  // and whoever moved the executions, execution_line (the claim's line, kept by triggers) is the live ones
+  const line = await db.raw<{ rows: { n: string }[] }>(
+    `SELECT count(*) AS n FROM (
+       (SELECT execution_id, status FROM execution_line EXCEPT SELECT id, status FROM executions WHERE status IN ('queued', 'running'))
+       UNION ALL
+       (SELECT id, status FROM executions WHERE status IN ('queued', 'running') EXCEPT SELECT execution_id, status FROM execution_line)
+     ) d`,
+  );
+  expect(Number(line.rows[0]!.n)).toBe(0);
 });
 
 const reap = () => reapExpiredLeases(db, { limit: 1_000, maxAttempts: 5, redispatchMs: 60_000 });

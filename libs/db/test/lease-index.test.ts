@@ -45,7 +45,8 @@ it('only the reaper can reach executions_lease_idx; the line, its places, its co
     await claimNextFair(db, { category: 'test', owner: 'wrk_lease', leaseTtlMs: 60_000, share: 1, ownSlots: 4 });
   });
   const reaper = await statementsOf(() => reapExpiredLeases(db, { limit: 10, maxAttempts: MAX_ATTEMPTS, redispatchMs: 60_000 }));
-  expect(line.length).toBeGreaterThanOrEqual(5);
+  // the line itself is read from execution_line; the claim's update by id and the start rate read executions
+  expect(line.length).toBeGreaterThanOrEqual(2);
 
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();

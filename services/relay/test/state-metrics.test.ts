@@ -157,3 +157,21 @@ test('queued and running executions and the oldest queued age per category, at 0
     await db.destroy();
   }
 });
+
+test('the relay vacuums execution_line at most once a minute, in the background (issue #24)', async () => {
+  const logger = createLogger({ service: 'test', transports: [new CaptureTransport()] });
+  const db: Knex = createDb({ url: database.url, poolMax: 2 });
+  const amqp = new AmqpClient({ url: 'amqp://guest:guest@127.0.0.1:5672', logger, name: 'test-state-metrics-vacuum' });
+  const state = new StateMetrics({ db, amqp, metrics: createMetrics('relay', false), logger, queues: [], intervalMs: 60_000, auditIntervalMs: 60_000 });
+  const vacuums = async () =>
+    Number((await db.raw<{ rows: { n: string }[] }>(`SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'execution_line'`)).rows[0]!.n);
+  try {
+    const before = await vacuums();
+    await state.collect();
+    await state.collect(); // within the minute: not again
+    await state.stop(); // waits for the vacuum under way
+    expect(await vacuums()).toBe(before + 1);
+  } finally {
+    await db.destroy();
+  }
+});

@@ -41,13 +41,13 @@ const DEFAULT_LIMIT_CTE = `slots AS (
 
 /**
  * The running work of a category, by project and by organization. Bounded by what runs: the
- * slots, plus leases that expired and are not yet reaped (index executions_running_category_idx).
- * `running` counts an execution from its claim to its end, handed back ones included: they were
- * started, and come back by id.
+ * slots, plus leases that expired and are not yet reaped (execution_line_running_idx, migration
+ * 20261127000020). `running` counts an execution from its claim to its end, handed back ones
+ * included: they were started, and come back by id.
  */
 const RUNNING_CTE = `running AS (
-     SELECT e.project_id, p.organization_id FROM executions e JOIN projects p ON p.id = e.project_id
-      WHERE e.status = 'running' AND e.category = :category
+     SELECT l.project_id, p.organization_id FROM execution_line l JOIN projects p ON p.id = l.project_id
+      WHERE l.status = 'running' AND l.category = :category
    ), by_project AS (
      SELECT project_id, count(*)::int AS n FROM running GROUP BY project_id
    ), by_org AS (
@@ -56,22 +56,25 @@ const RUNNING_CTE = `running AS (
 
 /**
  * The projects with queued work in a category, each with its head, one index probe each (a skip
- * scan of executions_queued_fair_idx): the claim costs the number of such projects, not the
+ * scan of execution_line_queued_idx): the claim costs the number of such projects, not the
  * number of queued executions, nor any history. The index is ordered by (project_id,
- * created_at, id), so the first entry past the previous project is the next project's head:
- * the probe that finds a project finds its head too (a second probe per project for the head
- * was a third of the claim's buffers at 10 M executions of history, docs/performance.md).
+ * created_at, execution_id), so the first entry past the previous project is the next
+ * project's head: the probe that finds a project finds its head too (a second probe per project
+ * for the head was a third of the claim's buffers at 10 M executions of history,
+ * docs/performance.md). execution_line holds the live line only, so the walk never steps over
+ * the executions that passed through it (as a partial index of executions did until a vacuum
+ * cleaned its indexes, which at 10 M rows VACUUM skips: migration 20261127000020).
  */
 const QUEUED_PROJECTS_CTE = `queued_projects AS (
-     (SELECT project_id, created_at AS head_created_at, id AS head_id FROM executions
-       WHERE status = 'queued' AND category = :category ORDER BY project_id, created_at, id LIMIT 1)
+     (SELECT project_id, created_at AS head_created_at, execution_id AS head_id FROM execution_line
+       WHERE status = 'queued' AND category = :category ORDER BY project_id, created_at, execution_id LIMIT 1)
      UNION ALL
-     SELECT n.project_id, n.created_at, n.id
+     SELECT n.project_id, n.created_at, n.execution_id
        FROM queued_projects q
        CROSS JOIN LATERAL (
-         SELECT e.project_id, e.created_at, e.id FROM executions e
-          WHERE e.status = 'queued' AND e.category = :category AND e.project_id > q.project_id
-          ORDER BY e.project_id, e.created_at, e.id LIMIT 1
+         SELECT l.project_id, l.created_at, l.execution_id FROM execution_line l
+          WHERE l.status = 'queued' AND l.category = :category AND l.project_id > q.project_id
+          ORDER BY l.project_id, l.created_at, l.execution_id LIMIT 1
        ) n
    )`;
 
@@ -235,7 +238,7 @@ export interface CategoryQueue {
 /**
  * Who holds and who queues a category now: running and queued per project, most first (the
  * admin's `queue show`, in place of a metric labelled by project). Reads the running work and
- * the queued work of the category through the partial indexes: it costs what is open now.
+ * the queued work of the category from execution_line: it costs what is open now.
  * With no live worker the default limit is computed over `ownSlots` (the admin passes 1).
  */
 export async function categoryQueue(db: Knex, input: { category: string; share: number; top: number }): Promise<CategoryQueue> {
@@ -255,10 +258,10 @@ export async function categoryQueue(db: Knex, input: { category: string; share: 
   }>(
     `WITH ${DEFAULT_LIMIT_CTE}, per_project AS (
        SELECT project_id, sum(r)::int AS running, sum(q)::int AS queued, min(oldest) AS oldest FROM (
-         SELECT project_id, count(*) AS r, 0 AS q, NULL::timestamptz AS oldest FROM executions
+         SELECT project_id, count(*) AS r, 0 AS q, NULL::timestamptz AS oldest FROM execution_line
           WHERE status = 'running' AND category = :category GROUP BY project_id
          UNION ALL
-         SELECT project_id, 0, count(*), min(created_at) FROM executions
+         SELECT project_id, 0, count(*), min(created_at) FROM execution_line
           WHERE status = 'queued' AND category = :category GROUP BY project_id
        ) x GROUP BY project_id
      ), totals AS (

@@ -18,9 +18,8 @@ export const liveStatisticsStale = (live: number, estimated: number): boolean =>
 
 /**
  * Keeps the planner's view of the live executions (queued, running, waiting) near the truth
- * (issue #24). The partial indexes of those states (executions_lease_idx,
- * executions_queued_fair_idx, executions_running_category_idx) are sized for the planner by the
- * table's last ANALYZE: analyzed while nothing was queued, they count as empty whatever they
+ * (issue #24). The partial index of those states (executions_lease_idx, the reaper's) is sized
+ * for the planner by the table's last ANALYZE: analyzed while nothing was queued, they count as empty whatever they
  * hold since, and a plan that picks one "empty" index over the right one reads the whole line
  * per call (9 s per fair claim behind 21,000 queued at 1 M executions of history). Autovacuum
  * re-analyzes a table after a tenth of it changed: at 10 M executions, a million changes, hours
@@ -45,4 +44,32 @@ export async function refreshLiveStatistics(db: Knex, live: number): Promise<Liv
     return true;
   });
   return { estimated, analyzed };
+}
+
+export interface LineVacuum {
+  /** False when the role may not vacuum execution_line (it does not own it): nothing was done. */
+  vacuumed: boolean;
+  /** Dead rows the table held before (pg_stat's count, which VACUUM resets). */
+  deadBefore: number;
+}
+
+/**
+ * Vacuums and analyzes execution_line (migration 20261127000020): the live line, which every
+ * execution enters and leaves, so most of its pages are dead rows a minute after its last
+ * vacuum. The vacuum costs the line, never history, and always cleans the table's indexes (the
+ * executions partial index it replaces kept its dead entries until a manual cleanup). The relay
+ * runs it every minute; autovacuum, where it is on, also does after 2,000 changes (the table's
+ * own thresholds). SKIP_LOCKED: another relay's vacuum under way is as good, and it never waits.
+ * VACUUM only warns when the role does not own the table, so that is asked first.
+ */
+export async function vacuumExecutionLine(db: Knex): Promise<LineVacuum> {
+  const r = await db.raw<{ rows: { owner: boolean; dead: string | null }[] }>(
+    `SELECT pg_has_role(c.relowner, 'USAGE') AS owner, pg_stat_get_dead_tuples(c.oid) AS dead
+       FROM pg_class c WHERE c.oid = 'execution_line'::regclass`,
+  );
+  const row = r.rows[0];
+  const deadBefore = Number(row?.dead ?? 0);
+  if (!row?.owner) return { vacuumed: false, deadBefore };
+  await db.raw('VACUUM (ANALYZE, SKIP_LOCKED) execution_line');
+  return { vacuumed: true, deadBefore };
 }

@@ -2,7 +2,6 @@
 import type { Knex } from 'knex';
 import { iso } from '../time';
 import type { ExecutionView, QueuePlace } from './records';
-import { statusGuard } from './status-guard';
 
 /** The starts of a category within this window give its recent start rate. */
 const START_RATE_WINDOW_SECONDS = 300;
@@ -33,12 +32,13 @@ export const START_RATE_SAMPLE = 500;
  * of the order (projects of one organization are counted as if each were alone), and work the
  * claim resumes outside the order (waiting executions, expired leases).
  *
- * Cost. Per call: the asked executions by primary key, and each asking project's line up to the
- * newest execution asked about (executions_queued_fair_idx, once per project). Per category, at
+ * Cost. Per call: the asked executions by primary key of execution_line (the live line only,
+ * migration 20261127000020), and each asking project's line up to the newest execution asked
+ * about (execution_line_queued_idx, once per project). Per category, at
  * most once a second per process (`maxAgeMs`; a snapshot shared by every read of the category,
  * so a poll of a queued execution does not walk every other project's line again): each
- * project's queued and running counts (index-only scans of the two partial indexes: the queued
- * and running executions now, never history), the first HEADS queued of each project with queued
+ * project's queued and running counts (execution_line's two partial indexes: the queued and
+ * running executions now, never history), the first HEADS queued of each project with queued
  * work (one skip-scan probe and one short range per project), and the category's starts of the
  * last 5 minutes, the newest START_RATE_SAMPLE at most (executions_category_started_idx, read
  * backwards). The tie rule needs Q's (n+1)-th head; past the
@@ -51,9 +51,9 @@ export async function queuePlaces(db: Knex, ids: readonly string[], options: { m
   // (one pass over each project's line up to the newest asked about: a list page of 20 reads it once)
   const asked = await db.raw<{ rows: { id: string; project_id: string; category: string; created_at: Date; k: string }[] }>(
     `WITH me AS (
-       SELECT e.id, e.project_id, e.category, e.created_at
-         FROM executions e
-        WHERE e.id = ANY(:ids::text[]) AND ${statusGuard('e.status', ['queued'])}
+       SELECT l.execution_id AS id, l.project_id, l.category, l.created_at
+         FROM execution_line l
+        WHERE l.execution_id = ANY(:ids::text[]) AND l.status = 'queued'
      )
      SELECT me.id, me.project_id, me.category, me.created_at, r.k
        FROM me
@@ -61,8 +61,8 @@ export async function queuePlaces(db: Knex, ids: readonly string[], options: { m
          SELECT r.id, r.k
            FROM (SELECT category, project_id, max(created_at) AS newest FROM me GROUP BY category, project_id) g
           CROSS JOIN LATERAL (
-            SELECT a.id, row_number() OVER (ORDER BY a.created_at, a.id) - 1 AS k
-              FROM executions a
+            SELECT a.execution_id AS id, row_number() OVER (ORDER BY a.created_at, a.execution_id) - 1 AS k
+              FROM execution_line a
              WHERE a.status = 'queued' AND a.category = g.category AND a.project_id = g.project_id AND a.created_at <= g.newest
           ) r
           WHERE r.id = ANY(:ids::text[])
@@ -130,26 +130,26 @@ async function readSnapshot(db: Knex, category: string): Promise<CategorySnapsho
   const [counts, heads, rate] = await Promise.all([
     db.raw<{ rows: { project_id: string; queued: string; running: string }[] }>(
       `SELECT project_id, sum(queued) AS queued, sum(running) AS running FROM (
-         SELECT project_id, count(*) AS queued, 0 AS running FROM executions WHERE status = 'queued' AND category = :category GROUP BY project_id
+         SELECT project_id, count(*) AS queued, 0 AS running FROM execution_line WHERE status = 'queued' AND category = :category GROUP BY project_id
          UNION ALL
-         SELECT project_id, 0, count(*) FROM executions WHERE status = 'running' AND category = :category GROUP BY project_id
+         SELECT project_id, 0, count(*) FROM execution_line WHERE status = 'running' AND category = :category GROUP BY project_id
        ) c GROUP BY project_id`,
       { category },
     ),
     // the projects with queued work (a skip scan: one probe each), then each one's first heads
     db.raw<{ rows: { project_id: string; created_at: Date; id: string }[] }>(
       `WITH RECURSIVE projects AS (
-         SELECT (SELECT min(q.project_id) FROM executions q WHERE q.status = 'queued' AND q.category = :category) AS project_id
+         SELECT (SELECT min(q.project_id) FROM execution_line q WHERE q.status = 'queued' AND q.category = :category) AS project_id
          UNION ALL
-         SELECT (SELECT min(q.project_id) FROM executions q WHERE q.status = 'queued' AND q.category = :category AND q.project_id > p.project_id)
+         SELECT (SELECT min(q.project_id) FROM execution_line q WHERE q.status = 'queued' AND q.category = :category AND q.project_id > p.project_id)
            FROM projects p WHERE p.project_id IS NOT NULL
        )
        SELECT p.project_id, h.created_at, h.id
          FROM projects p
         CROSS JOIN LATERAL (
-          SELECT q.created_at, q.id FROM executions q
+          SELECT q.created_at, q.execution_id AS id FROM execution_line q
            WHERE q.status = 'queued' AND q.category = :category AND q.project_id = p.project_id
-           ORDER BY q.created_at, q.id LIMIT ${HEADS}
+           ORDER BY q.created_at, q.execution_id LIMIT ${HEADS}
         ) h
         WHERE p.project_id IS NOT NULL
         ORDER BY p.project_id, h.created_at, h.id`,

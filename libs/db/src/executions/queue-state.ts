@@ -11,9 +11,8 @@ export interface CategoryQueueState {
 
 /**
  * Queued and running executions and the oldest queued age, per category that has any. Cost:
- * the queued and the running executions now (index-only scans of the partial indexes
- * executions_queued_fair_idx and executions_running_category_idx, migration
- * 20261126000101), never the table's history. Which projects those are: categoryQueue
+ * the queued and the running executions now (execution_line, migration 20261127000020: the live
+ * line and nothing else), never the history of executions. Which projects those are: categoryQueue
  * (fair-share.ts, `admin queue show`).
  */
 export async function categoryQueueStates(db: Knex): Promise<CategoryQueueState[]> {
@@ -22,10 +21,10 @@ export async function categoryQueueStates(db: Knex): Promise<CategoryQueueState[
             max(extract(epoch FROM tes_now() - oldest))::float8 AS oldest_age
        FROM (
          SELECT category, count(*) AS queued, 0 AS running, min(created_at) AS oldest
-           FROM executions WHERE status = 'queued' GROUP BY category
+           FROM execution_line WHERE status = 'queued' GROUP BY category
          UNION ALL
          SELECT category, 0, count(*), NULL
-           FROM executions WHERE status = 'running' GROUP BY category
+           FROM execution_line WHERE status = 'running' GROUP BY category
        ) c
       GROUP BY category`,
   );

@@ -31,6 +31,8 @@ import * as m120 from './20261126000120_webhook_project_share';
 import * as m200 from './20261126000200_webhook_endpoint_deliveries_index';
 import * as m600 from './20261126000600_delivery_ids';
 import * as m1127010 from './20261127000010_lease_index_needs_its_column';
+import * as m1127020 from './20261127000020_execution_line';
+import * as m1127021 from './20261127000021_line_leaves_executions_indexes';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -66,4 +68,6 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261126000200_webhook_endpoint_deliveries_index', m200],
   ['20261126000600_delivery_ids', m600],
   ['20261127000010_lease_index_needs_its_column', m1127010],
+  ['20261127000020_execution_line', m1127020],
+  ['20261127000021_line_leaves_executions_indexes', m1127021],
 ];
