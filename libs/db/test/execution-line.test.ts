@@ -1,5 +1,17 @@
 import pg from 'pg';
-import { auditLedger, claimNextFair, createDb, enterWaiting, publishPrices, resumeExecution, settleExecution, startStep, vacuumExecutionLine } from '@tes/db';
+import {
+  auditLedger,
+  claimNextFair,
+  createDb,
+  enterWaiting,
+  MIGRATIONS,
+  publishPrices,
+  repairExecutionLine,
+  resumeExecution,
+  settleExecution,
+  startStep,
+  vacuumExecutionLine,
+} from '@tes/db';
 import { seedProject, submitTestExecution, useTestDatabase, type SeededProject } from '@tes/testing';
 import { statementsDuring } from '../../../tests/plans';
 
@@ -109,6 +121,9 @@ async function claimBuffers(category: string): Promise<number> {
   await client.connect();
   try {
     await client.query('BEGIN');
+    // the line's indexes, whatever the planner would choose for a table this small (a sequential
+    // scan of a page or two): the churn they carry is what is measured
+    await client.query('SET LOCAL enable_seqscan = off');
     const res = await client.query<{ 'QUERY PLAN': { Plan: BufferNode }[] }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${s!.text}`, s!.values);
     const onLine = (n: BufferNode): number =>
       n['Relation Name'] === 'execution_line' ? n['Shared Hit Blocks'] + n['Shared Read Blocks'] : (n.Plans ?? []).reduce((sum, c) => sum + onLine(c), 0);
@@ -119,38 +134,98 @@ async function claimBuffers(category: string): Promise<number> {
   }
 }
 
-it("the claim's cost is the line's: after 3,000 executions passed through it and the relay's vacuum, it reads what it read before them", async () => {
+it("the claim's cost is the line's: executions that passed through it cost nothing once the relay's vacuum ran, however many", async () => {
   const category = 'line-churn';
   // a line of 12 projects, one queued each; the churn is a thirteenth project's, in the middle of the line's key order
   const projects = await Promise.all(Array.from({ length: 13 }, () => seedProject(db, { creditMicros: 10_000_000 })));
   projects.sort((a, b) => (a.projectId < b.projectId ? -1 : 1));
   const churner = projects.splice(6, 1)[0]!;
+  // where autovacuum is on, it would clean the line during the churn (2,000 changes): the relay's vacuum is what is measured
+  await db.raw('ALTER TABLE execution_line SET (autovacuum_enabled = off)');
   for (const p of projects) await submit(p, category);
   await vacuumExecutionLine(db);
   const fresh = await claimBuffers(category);
 
-  // 3,000 executions enter the line and leave it (submitted, then cancelled), 8 at a time
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (next++ < 3_000) {
-        const id = await submit(churner, category);
-        await settleExecution(db, { executionId: id, projectId: churner.projectId, status: 'cancelled', chargedMicros: 0, from: ['queued'] });
-      }
-    }),
-  );
+  /** n executions enter the line and leave it (submitted, then cancelled), 8 at a time. */
+  const churn = async (n: number): Promise<void> => {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next++ < n) {
+          const id = await submit(churner, category);
+          await settleExecution(db, { executionId: id, projectId: churner.projectId, status: 'cancelled', chargedMicros: 0, from: ['queued'] });
+        }
+      }),
+    );
+  };
+  await churn(2_000);
   const churned = await claimBuffers(category);
-  const vacuum = await vacuumExecutionLine(db);
-  expect(vacuum.vacuumed).toBe(true);
+  expect((await vacuumExecutionLine(db)).vacuumed).toBe(true);
   const cleaned = await claimBuffers(category);
+  await churn(2_000);
+  await vacuumExecutionLine(db);
+  const cleanedAgain = await claimBuffers(category);
 
   // without the vacuum the claim steps over the dead entries (the check can fail) ...
-  expect(churned).toBeGreaterThan(fresh + 20);
-  // ... and after it, it reads what it read on the fresh line
-  expect(cleaned).toBeLessThanOrEqual(fresh + 4);
+  expect(churned).toBeGreaterThan(fresh + 40);
+  // ... after it, at most one more page per probe than on the fresh line (a B-tree keeps the level
+  // its peak added: 30 buffers fresh, 44 after, here) ...
+  expect(cleaned).toBeLessThanOrEqual(fresh + projects.length + 2);
+  // ... and twice the churn costs no more than once
+  expect(cleanedAgain).toBeLessThanOrEqual(cleaned + 2);
   const { table, truth } = await bothLines();
   expect(table).toEqual(truth);
+  await db.raw('ALTER TABLE execution_line RESET (autovacuum_enabled)');
 }, 120_000);
+
+it("the relay's repair puts the line back where its triggers were bypassed: a stale head no longer holds its category", async () => {
+  const category = 'line-repair';
+  const [a, b] = [await seedProject(db, { creditMicros: 100_000 }), await seedProject(db, { creditMicros: 100_000 })];
+  const gone = await submit(a, category);
+  const first = await submit(b, category);
+  const missing = await submit(b, category);
+  const wrong = await submit(a, 'line-repair-other');
+  // as writes with session_replication_role = replica would leave it: `gone` settled and
+  // `missing` submitted without their line rows' moves, `wrong`'s row in the wrong state
+  expect(await settleExecution(db, { executionId: gone, projectId: a.projectId, status: 'cancelled', chargedMicros: 0, from: ['queued'] })).not.toBeNull();
+  await db.raw(
+    `INSERT INTO execution_line (execution_id, category, project_id, status, created_at)
+     SELECT id, category, project_id, 'queued', created_at - interval '1 hour' FROM executions WHERE id = ?`,
+    [gone],
+  );
+  await db('execution_line').where({ execution_id: missing }).delete();
+  await db('execution_line').where({ execution_id: wrong }).update({ status: 'running' });
+  // the stale head is the oldest: every claim picks it and its status guard refuses it
+  const claim = () => claimNextFair(db, { category, owner: 'wrk_repair', leaseTtlMs: 60_000, share: 1, ownSlots: 4 });
+  expect(await claim()).toBeNull();
+
+  const repair = await repairExecutionLine(db);
+  expect(repair.removed).toEqual([gone]);
+  expect(repair.added.sort()).toEqual([missing, wrong].sort());
+  const { table, truth } = await bothLines();
+  expect(table).toEqual(truth);
+  expect(await repairExecutionLine(db)).toEqual({ removed: [], added: [] }); // in step: nothing to do
+  expect((await claim())?.id).toBe(first);
+  expect((await claim())?.id).toBe(missing);
+});
+
+it('the migration fills the line from the executions live when it runs', async () => {
+  const p = await seedProject(db, { creditMicros: 100_000 });
+  const queued = await submit(p, 'line-backfill');
+  const running = (await claimNextFair(db, { category: 'line-backfill', owner: 'wrk_fill', leaseTtlMs: 60_000, share: 1, ownSlots: 4 }))!;
+  await submit(p, 'line-backfill');
+  const ended = await submit(p, 'line-backfill');
+  expect(await settleExecution(db, { executionId: ended, projectId: p.projectId, status: 'cancelled', chargedMicros: 0, from: ['queued'] })).not.toBeNull();
+  const migration = MIGRATIONS.find(([name]) => name === '20261127000020_execution_line')![1];
+  await db.transaction(async (trx) => {
+    await migration.down!(trx);
+    await migration.up(trx);
+  });
+  const { table, truth } = await bothLines();
+  expect(table).toEqual(truth);
+  expect(table.map((r) => r.split('|')[0])).toEqual(expect.arrayContaining([queued, running.id]));
+  expect(table.some((r) => r.startsWith(ended))).toBe(false);
+});
 
 it('a role that does not own the table is told so, and its vacuum does nothing', async () => {
   const role = `tes_line_reader_${process.pid}`;

@@ -50,11 +50,9 @@ afterEach(async () => {
   expect((await auditLedger(db)).problems).toEqual([]);
   // and whoever moved the executions, execution_line (the claim's line, kept by triggers) is the live ones
   const line = await db.raw<{ rows: { n: string }[] }>(
-    `SELECT count(*) AS n FROM (
-       (SELECT execution_id, status FROM execution_line EXCEPT SELECT id, status FROM executions WHERE status IN ('queued', 'running'))
-       UNION ALL
-       (SELECT id, status FROM executions WHERE status IN ('queued', 'running') EXCEPT SELECT execution_id, status FROM execution_line)
-     ) d`,
+    `WITH t AS (SELECT execution_id AS id, category, project_id, status, created_at FROM execution_line),
+          e AS (SELECT id, category, project_id, status, created_at FROM executions WHERE status IN ('queued', 'running'))
+     SELECT count(*) AS n FROM ((SELECT * FROM t EXCEPT SELECT * FROM e) UNION ALL (SELECT * FROM e EXCEPT SELECT * FROM t)) d`,
   );
   expect(Number(line.rows[0]!.n)).toBe(0);
 });

@@ -233,15 +233,13 @@ async function cancelLeftovers(db: Db): Promise<number> {
   const t = Date.now();
   const cancelled = await cancelLive(db);
   if (cancelled > 0) say(`  ${cancelled.toLocaleString('en-US')} executions earlier runs left live cancelled in ${((Date.now() - t) / 1000).toFixed(0)} s`);
-  // Earlier runs also left the line's partial indexes full of dead entries (every claim and
-  // settle of theirs), which the empty database of this run does not carry and which this
-  // machine's PostgreSQL (autovacuum off) never cleans: the fair pick's first probe stepped over
-  // them (6,400 buffers a claim against 3,600 empty; 1,467 against 387 after four runs today).
-  // INDEX_CLEANUP ON: at 10 M rows the dead entries sit on under 2 % of the table's pages, so a
-  // plain VACUUM (and autovacuum) skips the indexes altogether and leaves them there
-  // (docs/performance.md#with-months-of-history: what that means in production).
+  // Earlier runs' churn (every execution they submitted, claimed and settled) stays in the
+  // table as dead rows. A plain VACUUM is what autovacuum would have done meanwhile; at 10 M rows
+  // it skips the indexes (under 2 % of the pages hold dead rows), and nothing of the line
+  // depends on that any more: the line is execution_line, which the relay vacuums every minute
+  // (migration 20261127000020; the manual VACUUM (INDEX_CLEANUP ON) this needed before is gone).
   const v = Date.now();
-  await db.raw('VACUUM (ANALYZE, INDEX_CLEANUP ON) executions');
+  await db.raw('VACUUM (ANALYZE) executions');
   say(`  executions vacuumed in ${((Date.now() - v) / 1000).toFixed(0)} s`);
   return (Date.now() - t) / 1000;
 }
@@ -249,7 +247,8 @@ async function cancelLeftovers(db: Db): Promise<number> {
 /** Cancels every live execution as a caller's cancel settles it (nothing charged, its reservation released, journalled); returns how many. */
 async function cancelLive(db: Db): Promise<number> {
   const live = await db.raw<{ rows: { id: string; project_id: string }[] }>(
-    `SELECT id, project_id FROM executions WHERE status IN ('queued', 'running', 'waiting')`,
+    // the reaper's index (every live execution has a deadline): no walk of the history
+    `SELECT id, project_id FROM executions WHERE status IN ('queued', 'running', 'waiting') AND lease_expires_at IS NOT NULL`,
   );
   let next = 0;
   const worker = async (): Promise<void> => {

@@ -1,6 +1,6 @@
 import type { Channel } from 'amqplib';
 import type { Knex } from 'knex';
-import { auditLedgerPass, categoryQueueStates, refreshLiveStatistics, vacuumExecutionLine } from '@tes/db';
+import { auditLedgerPass, categoryQueueStates, refreshLiveStatistics, repairExecutionLine, vacuumExecutionLine } from '@tes/db';
 import type { AmqpClient } from '@tes/messaging';
 import type { Logger, Metrics } from '@tes/observability';
 
@@ -8,8 +8,8 @@ import type { Logger, Metrics } from '@tes/observability';
 const MAX_PASSES_PER_AUDIT = 50;
 /** At most one ANALYZE of executions per relay in this long (refreshLiveStatistics). */
 const ANALYZE_EVERY_MS = 5 * 60_000;
-/** How often a relay vacuums execution_line (vacuumExecutionLine): a minute's churn is a few thousand dead rows at 100 executions a second. */
-const LINE_VACUUM_EVERY_MS = 60_000;
+/** How often a relay checks and vacuums execution_line (line.ts): a minute's churn is a few thousand dead rows at 100 executions a second. */
+const LINE_UPKEEP_EVERY_MS = 60_000;
 
 export interface StateMetricsOptions {
   db: Knex;
@@ -48,8 +48,8 @@ export class StateMetrics {
   private lastAnalyzeAt = 0;
   /** Set when ANALYZE was refused (the role does not own the table): said once, not tried again. */
   private analyzeRefused = false;
-  private vacuuming: Promise<void> | undefined;
-  private lastLineVacuumAt = 0;
+  private tending: Promise<void> | undefined;
+  private lastLineUpkeepAt = 0;
   /** Set when the role may not vacuum execution_line: said once, not tried again. */
   private lineVacuumRefused = false;
 
@@ -103,7 +103,7 @@ export class StateMetrics {
         metrics.oldestQueuedAgeSeconds.set({ category }, s?.oldestQueuedAgeSeconds ?? 0);
       }
       this.keepStatisticsLive([...states.values()].reduce((n, s) => n + s.queued + s.running, 0));
-      this.keepLineVacuumed();
+      this.keepLineTended();
       const ch = this.channel;
       if (ch) {
         for (const queue of this.o.queues) {
@@ -145,28 +145,42 @@ export class StateMetrics {
   }
 
   /**
-   * execution_line's dead rows are cleaned every LINE_VACUUM_EVERY_MS (vacuumExecutionLine), in
-   * the background like the ANALYZE: the fair claim's walk of the line then steps over a minute's
-   * churn at most, whatever the history and whether autovacuum runs.
+   * execution_line's upkeep every LINE_UPKEEP_EVERY_MS, in the background like the ANALYZE: first
+   * put back in step with executions where its triggers were bypassed (repairExecutionLine: a
+   * stale row would hold its category; nothing to do is the normal case, anything else is
+   * logged), then vacuumed (vacuumExecutionLine), so the fair claim's walk of the line steps
+   * over a minute's churn at most, whatever the history and whether autovacuum runs.
    */
-  private keepLineVacuumed(): void {
-    if (this.vacuuming || this.lineVacuumRefused || this.stopping || Date.now() - this.lastLineVacuumAt < LINE_VACUUM_EVERY_MS) return;
+  private keepLineTended(): void {
+    if (this.tending || this.stopping || Date.now() - this.lastLineUpkeepAt < LINE_UPKEEP_EVERY_MS) return;
     const started = Date.now();
-    this.lastLineVacuumAt = started;
-    this.vacuuming = vacuumExecutionLine(this.o.db)
-      .then((r) => {
-        const ms = Date.now() - started;
-        if (!r.vacuumed) {
-          this.lineVacuumRefused = true;
-          this.o.logger.warn('relay.line_vacuum.refused', {
-            hint: "the relay's role does not own execution_line: autovacuum keeps it (its thresholds are the table's own), or schedule VACUUM execution_line every minute",
-          });
-        } else if (ms > 1_000) {
-          this.o.logger.info('relay.line_vacuum.slow', { ms, deadBefore: r.deadBefore });
-        }
-      })
-      .catch((err: unknown) => void this.o.logger.warn('relay.line_vacuum.failed', { err: (err as Error).message }))
-      .finally(() => (this.vacuuming = undefined));
+    this.lastLineUpkeepAt = started;
+    this.tending = this.tendLine(started)
+      .catch((err: unknown) => void this.o.logger.warn('relay.line_upkeep.failed', { err: (err as Error).message }))
+      .finally(() => (this.tending = undefined));
+  }
+
+  private async tendLine(started: number): Promise<void> {
+    const repair = await repairExecutionLine(this.o.db);
+    if (repair.removed.length > 0 || repair.added.length > 0) {
+      this.o.logger.warn('relay.line_repaired', {
+        removed: repair.removed.length,
+        added: repair.added.length,
+        executions: [...repair.removed, ...repair.added].slice(0, 20),
+        hint: 'executions was written with its triggers bypassed (session_replication_role = replica, a disabled trigger, a replica apply)',
+      });
+    }
+    if (this.lineVacuumRefused) return;
+    const vacuum = await vacuumExecutionLine(this.o.db);
+    const ms = Date.now() - started;
+    if (!vacuum.vacuumed) {
+      this.lineVacuumRefused = true;
+      this.o.logger.warn('relay.line_vacuum.refused', {
+        hint: "the relay's role may not vacuum execution_line: autovacuum keeps it (its thresholds are the table's own), or schedule VACUUM execution_line every minute",
+      });
+    } else if (ms > 1_000) {
+      this.o.logger.info('relay.line_upkeep.slow', { ms, deadBefore: vacuum.deadBefore });
+    }
   }
 
   /**
@@ -208,7 +222,7 @@ export class StateMetrics {
     this.stopping = true;
     if (this.timer) clearInterval(this.timer);
     if (this.auditTimer) clearInterval(this.auditTimer);
-    await Promise.all([this.running, this.auditing, this.analyzing, this.vacuuming]);
+    await Promise.all([this.running, this.auditing, this.analyzing, this.tending]);
     await this.channel?.close().catch(() => undefined);
   }
 }

@@ -158,20 +158,59 @@ test('queued and running executions and the oldest queued age per category, at 0
   }
 });
 
-test('the relay vacuums execution_line at most once a minute, in the background (issue #24)', async () => {
-  const logger = createLogger({ service: 'test', transports: [new CaptureTransport()] });
+test('the relay checks and vacuums execution_line once a minute, in the background (issue #24)', async () => {
+  const logs = new CaptureTransport();
+  const logger = createLogger({ service: 'test', transports: [logs] });
   const db: Knex = createDb({ url: database.url, poolMax: 2 });
   const amqp = new AmqpClient({ url: 'amqp://guest:guest@127.0.0.1:5672', logger, name: 'test-state-metrics-vacuum' });
   const state = new StateMetrics({ db, amqp, metrics: createMetrics('relay', false), logger, queues: [], intervalMs: 60_000, auditIntervalMs: 60_000 });
   const vacuums = async () =>
     Number((await db.raw<{ rows: { n: string }[] }>(`SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'execution_line'`)).rows[0]!.n);
+  const until = async (what: () => Promise<boolean>) => {
+    for (let i = 0; i < 100 && !(await what()); i++) await sleep(50);
+  };
+  const now = Date.now();
+  const clock = jest.spyOn(Date, 'now');
   try {
+    const p = await seedProject(db, { creditMicros: 1_000 });
+    const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
+    const id = newId('exe');
+    await submitExecution(db, {
+      id,
+      projectId: p.projectId,
+      apiKeyId: p.keyId,
+      tool: 'test.sleep',
+      model: 'sleep',
+      category: 'test',
+      arguments: {},
+      priceVersion,
+      totalSteps: 1,
+      reservedMicros: 1,
+      idempotencyKey: id,
+      requestDigest: 'd',
+      dispatchDeadlineMs: 600_000,
+    });
+    await db('execution_line').where({ execution_id: id }).delete(); // as a write that bypassed the triggers leaves it
     const before = await vacuums();
+    clock.mockReturnValue(now);
     await state.collect();
-    await state.collect(); // within the minute: not again
-    await state.stop(); // waits for the vacuum under way
+    await until(async () => (await vacuums()) === before + 1);
     expect(await vacuums()).toBe(before + 1);
+    expect(await db('execution_line').where({ execution_id: id }).first()).toMatchObject({ status: 'queued' });
+    expect(logs.records.filter((e) => e.message === 'relay.line_repaired')).toEqual([expect.objectContaining({ added: 1, removed: 0 })]);
+
+    clock.mockReturnValue(now + 30_000); // within the minute: not again
+    await state.collect();
+    await sleep(300);
+    expect(await vacuums()).toBe(before + 1);
+
+    clock.mockReturnValue(now + 61_000); // a minute on: again
+    await state.collect();
+    await until(async () => (await vacuums()) === before + 2);
+    expect(await vacuums()).toBe(before + 2);
   } finally {
+    clock.mockRestore();
+    await state.stop();
     await db.destroy();
   }
 });

@@ -7,5 +7,6 @@ export * from './public';
 export * from './queue-position';
 export * from './queue-state';
 export * from './live-statistics';
+export * from './line';
 export * from './fair-share';
 export * from './summaries';

@@ -45,31 +45,3 @@ export async function refreshLiveStatistics(db: Knex, live: number): Promise<Liv
   });
   return { estimated, analyzed };
 }
-
-export interface LineVacuum {
-  /** False when the role may not vacuum execution_line (it does not own it): nothing was done. */
-  vacuumed: boolean;
-  /** Dead rows the table held before (pg_stat's count, which VACUUM resets). */
-  deadBefore: number;
-}
-
-/**
- * Vacuums and analyzes execution_line (migration 20261127000020): the live line, which every
- * execution enters and leaves, so most of its pages are dead rows a minute after its last
- * vacuum. The vacuum costs the line, never history, and always cleans the table's indexes (the
- * executions partial index it replaces kept its dead entries until a manual cleanup). The relay
- * runs it every minute; autovacuum, where it is on, also does after 2,000 changes (the table's
- * own thresholds). SKIP_LOCKED: another relay's vacuum under way is as good, and it never waits.
- * VACUUM only warns when the role does not own the table, so that is asked first.
- */
-export async function vacuumExecutionLine(db: Knex): Promise<LineVacuum> {
-  const r = await db.raw<{ rows: { owner: boolean; dead: string | null }[] }>(
-    `SELECT pg_has_role(c.relowner, 'USAGE') AS owner, pg_stat_get_dead_tuples(c.oid) AS dead
-       FROM pg_class c WHERE c.oid = 'execution_line'::regclass`,
-  );
-  const row = r.rows[0];
-  const deadBefore = Number(row?.dead ?? 0);
-  if (!row?.owner) return { vacuumed: false, deadBefore };
-  await db.raw('VACUUM (ANALYZE, SKIP_LOCKED) execution_line');
-  return { vacuumed: true, deadBefore };
-}

@@ -5,7 +5,8 @@ import type { ExecutionStatus } from '@tes/core';
  * reach the row through the primary key (issue #24).
  *
  * `id = :id AND status IN ('running', 'waiting')` also matches the partial indexes of the live
- * states (executions_lease_idx: queued, running, waiting; executions_queued_fair_idx: queued).
+ * states (executions_lease_idx: queued, running, waiting; until migration 20261127000021 also
+ * executions_queued_fair_idx: queued).
  * Their statistics are as old as the table's last ANALYZE, which autovacuum runs on a 10 M-row
  * table only after a million changed rows: analyzed while nothing was queued (a quiet night, a
  * restored history), they look empty, and the planner prefers them to the primary key. Behind

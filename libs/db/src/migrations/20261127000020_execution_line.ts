@@ -12,9 +12,10 @@ import type { Knex } from 'knex';
  * under 2 % of the table's pages: nearly always. The fair claim then slowed with the churn since
  * the last manual cleanup (2.05 ms and 1,467 buffers a claim after four bench runs, 0.30 ms and
  * 59 after `VACUUM (INDEX_CLEANUP ON) executions`, which took 13.6 s). This table holds the line
- * and nothing else, so a vacuum of it costs the line, cleans its indexes every time (its dead
- * rows are most of its pages), and the relay runs one every minute (state-metrics.ts); its
- * autovacuum thresholds are absolute, not a fraction of a table that never grows.
+ * and nothing else, so a vacuum of it costs the line, and the relay runs one every minute with
+ * its indexes cleaned (executions/line.ts, which also repairs the line where the triggers were
+ * bypassed); its autovacuum thresholds are absolute, not a fraction of a table that never
+ * grows.
  *
  * The triggers are AFTER row triggers of the statement that moves the execution, so the line
  * changes in the same transaction as the execution, for the previous release's writes too. They
@@ -71,6 +72,7 @@ export async function up(knex: Knex): Promise<void> {
     INSERT INTO execution_line (execution_id, category, project_id, status, created_at)
     SELECT id, category, project_id, status, created_at FROM executions
      WHERE status IN ${LINE} AND lease_expires_at IS NOT NULL;
+    RESET enable_seqscan;
   `);
 }
 
