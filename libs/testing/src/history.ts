@@ -31,12 +31,14 @@ export interface HistoryOptions {
   /** Executions per transaction. */
   batch?: number;
   remainingMicros?: number;
-  /** Called after each batch with the executions written so far. */
-  onProgress?: (written: number, total: number) => void;
+  /** Called after each batch with the executions seeded so far, and how many of them a stopped seed had written before this one. */
+  onProgress?: (written: number, total: number, resumed: number) => void;
 }
 
 export interface SeededHistory {
   executions: number;
+  /** Executions an earlier, stopped seed had written, which this one continued after (0: a fresh seed). */
+  resumed: number;
   projects: number;
   projectIds: string[];
 }
@@ -158,9 +160,10 @@ const TOTALS_SQL = [
 ];
 
 /**
- * Seeds `executions` finished executions of history (see above) into a migrated database that
- * has none yet (its ids are fixed: seeding twice fails on the primary keys), then ANALYZEs, so
- * plans are made with the history's statistics at once.
+ * Seeds `executions` finished executions of history (see above) into a migrated database, then
+ * ANALYZEs, so plans are made with the history's statistics at once. Each batch is a
+ * transaction and the ids are fixed, so a seed that was stopped continues after its last batch
+ * (a 10 M seed takes most of an hour): pass the same options again. `resumed` says where from.
  */
 export async function seedHistory(db: Knex, options: HistoryOptions): Promise<SeededHistory> {
   const total = options.executions;
@@ -172,18 +175,23 @@ export async function seedHistory(db: Knex, options: HistoryOptions): Promise<Se
   const asReplica = async (trx: Knex.Transaction): Promise<void> => {
     await trx.raw('SET LOCAL session_replication_role = replica');
   };
-  await db.transaction(async (trx) => {
-    await asReplica(trx);
-    for (const sql of OWNERS_SQL) await trx.raw(sql, base);
-  });
-  for (let lo = 1; lo <= total; lo += batch) {
+  // the newest seeded id (the primary key's last entry) is how far a stopped seed got
+  const last = await db.raw<{ rows: { id: string | null }[] }>(`SELECT max(id) AS id FROM executions WHERE id >= ${ulidSql('exe', '0')} AND id < 'exe_01K'`);
+  const resumed = last.rows[0]?.id ? Number(last.rows[0].id.slice('exe_01J'.length)) : 0;
+  if (resumed === 0) {
+    await db.transaction(async (trx) => {
+      await asReplica(trx);
+      for (const sql of OWNERS_SQL) await trx.raw(sql, base);
+    });
+  }
+  for (let lo = resumed + 1; lo <= total; lo += batch) {
     const hi = Math.min(total, lo + batch - 1);
     await db.transaction(async (trx) => {
       await asReplica(trx);
       await trx.raw(`CREATE TEMP TABLE h ON COMMIT DROP AS ${BATCH_ROWS}`, { ...base, lo, hi });
       for (const sql of BATCH_STATEMENTS) await trx.raw(sql, base);
     });
-    options.onProgress?.(hi, total);
+    options.onProgress?.(hi, total, resumed);
   }
   await db.transaction(async (trx) => {
     await asReplica(trx);
@@ -191,5 +199,5 @@ export async function seedHistory(db: Knex, options: HistoryOptions): Promise<Se
   });
   await db.raw('ANALYZE');
   const projectIds = Array.from({ length: projects }, (_, p) => `prj_01J${String(p).padStart(23, '0')}`);
-  return { executions: total, projects, projectIds };
+  return { executions: total, resumed, projects, projectIds };
 }

@@ -100,7 +100,7 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
       prepare: async (db) => {
         if (!history) return;
         if (kept) {
-          const seeded = await seededCount(db, kept);
+          const { seeded, seeding } = await keptHistory(db, kept);
           if (seeded === history) {
             say(`using the ${history.toLocaleString('en-US')} executions of history kept in database ${kept.name}`);
             phase.leftoversSec = await cancelLeftovers(db); // preparation, not the relay's start
@@ -108,28 +108,31 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
             if (o.seedOnly) throw new SeedOnly();
             return;
           }
-          if (!kept.created)
+          if (!kept.created && seeding !== history)
             throw new Error(
-              `database ${kept.name} holds ${seeded ?? 'an unfinished seed of'} executions of history, not ${history}: dropdb ${kept.name} and seed again`,
+              `database ${kept.name} holds ${seeded ?? `an unfinished seed of ${seeding ?? '?'}`} executions of history, not ${history}: dropdb ${kept.name} and seed again`,
             );
+          // said before the first batch, so a seed that is stopped can be continued (seedHistory resumes after its last batch)
+          await db.raw(`COMMENT ON DATABASE "${kept.name}" IS 'tes history bench: seeding ${history} executions'`);
         }
         say(`seeding ${history.toLocaleString('en-US')} executions of history (steps, artifacts, uploads, outbox, webhooks, journal)`);
         const t = Date.now();
         let lastSaid = 0;
-        await seedHistory(db, {
+        const seededNow = await seedHistory(db, {
           executions: history,
           batch: 50_000,
-          onProgress: (written, total) => {
+          onProgress: (written, total, resumed) => {
             if (Date.now() - lastSaid < 10_000 && written < total) return;
             lastSaid = Date.now();
             const sec = (Date.now() - t) / 1000;
             say(
-              `  history: ${written.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} executions, ${sec.toFixed(0)} s (${(written / sec).toFixed(0)}/s)`,
+              `  history: ${written.toLocaleString('en-US')} / ${total.toLocaleString('en-US')} executions, ${sec.toFixed(0)} s (${((written - resumed) / sec).toFixed(0)}/s)`,
             );
           },
         });
         phase.seedSec = (Date.now() - t) / 1000;
-        say(`  history seeded and analyzed in ${phase.seedSec.toFixed(0)} s`);
+        const resumedNote = seededNow.resumed > 0 ? ` (continued after ${seededNow.resumed.toLocaleString('en-US')} a stopped seed had written)` : '';
+        say(`  history seeded and analyzed in ${phase.seedSec.toFixed(0)} s${resumedNote}`);
         if (kept) await db.raw(`COMMENT ON DATABASE "${kept.name}" IS 'tes history bench: ${history} executions'`);
         await catchUpAudit(db, phase);
         if (o.seedOnly) throw new SeedOnly();
@@ -206,13 +209,17 @@ async function runPhase(o: BenchOptions, history: number, logDir: string, meter:
 
 class SeedOnly extends Error {}
 
-/** How many executions of history a kept database was seeded with (its comment), undefined if none. */
-async function seededCount(db: Db, database: TestDatabase): Promise<number | undefined> {
+/**
+ * What a kept database's comment says of its history: `seeded` when its seed finished, `seeding`
+ * while one runs or after it was stopped (the executions it is for); neither when it has none.
+ */
+async function keptHistory(db: Db, database: TestDatabase): Promise<{ seeded?: number; seeding?: number }> {
   const r = await db.raw<{ rows: { c: string | null }[] }>(`SELECT shobj_description(oid, 'pg_database') AS c FROM pg_database WHERE datname = ?`, [
     database.name,
   ]);
-  const m = /^tes history bench: (\d+) executions$/.exec(r.rows[0]?.c ?? '');
-  return m ? Number(m[1]) : undefined;
+  const m = /^tes history bench: (seeding )?(\d+) executions$/.exec(r.rows[0]?.c ?? '');
+  if (!m) return {};
+  return m[1] ? { seeding: Number(m[2]) } : { seeded: Number(m[2]) };
 }
 
 /**
