@@ -1,10 +1,9 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Knex } from 'knex';
-import { newId } from '@tes/core';
-import { claimExecution, createDb, publishPrices, submitExecution } from '@tes/db';
+import { claimExecution, createDb, publishPrices } from '@tes/db';
 import { AmqpClient } from '@tes/messaging';
 import { createLogger, createMetrics } from '@tes/observability';
-import { CaptureTransport, createTestDatabase, seedProject, type TestDatabase } from '@tes/testing';
+import { CaptureTransport, createTestDatabase, seedProject, submitTestExecution, type TestDatabase } from '@tes/testing';
 import { StateMetrics } from '../src/state-metrics';
 
 /**
@@ -113,25 +112,7 @@ test('queued and running executions and the oldest queued age per category, at 0
   try {
     const p = await seedProject(db, { creditMicros: 1_000 });
     const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-    const submit = async (category: string) => {
-      const id = newId('exe');
-      await submitExecution(db, {
-        id,
-        projectId: p.projectId,
-        apiKeyId: p.keyId,
-        tool: 'test.sleep',
-        model: 'sleep',
-        category,
-        arguments: {},
-        priceVersion,
-        totalSteps: 1,
-        reservedMicros: 1,
-        idempotencyKey: id,
-        requestDigest: 'd',
-        dispatchDeadlineMs: 600_000,
-      });
-      return id;
-    };
+    const submit = (category: string) => submitTestExecution(db, p, { category, priceVersion, reservedMicros: 1, dispatchDeadlineMs: 600_000 });
     const oldest = await submit('test');
     await db.raw(`UPDATE executions SET created_at = tes_now() - interval '120 seconds' WHERE id = ?`, [oldest]);
     const second = await submit('test');
@@ -172,24 +153,7 @@ test('the relay checks and vacuums execution_line once a minute, in the backgrou
   const now = Date.now();
   const clock = jest.spyOn(Date, 'now');
   try {
-    const p = await seedProject(db, { creditMicros: 1_000 });
-    const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
-    const id = newId('exe');
-    await submitExecution(db, {
-      id,
-      projectId: p.projectId,
-      apiKeyId: p.keyId,
-      tool: 'test.sleep',
-      model: 'sleep',
-      category: 'test',
-      arguments: {},
-      priceVersion,
-      totalSteps: 1,
-      reservedMicros: 1,
-      idempotencyKey: id,
-      requestDigest: 'd',
-      dispatchDeadlineMs: 600_000,
-    });
+    const id = await submitTestExecution(db, await seedProject(db, { creditMicros: 1_000 }));
     await db('execution_line').where({ execution_id: id }).delete(); // as a write that bypassed the triggers leaves it
     const before = await vacuums();
     clock.mockReturnValue(now);
