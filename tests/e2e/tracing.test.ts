@@ -149,7 +149,16 @@ async function traceOfSettlement(id: string): Promise<{ settle: ReceivedSpan; tr
   const settle = await eventually(`no settlement span of ${id} arrived`, () =>
     receiver.spans.find((s) => s.name === 'execution.settle' && s.traceId === claim.traceId),
   );
-  const trace = receiver.spans.filter((s) => s.traceId === settle.traceId);
+  // a parent ends after its child (the process span after its settle span), so it may come in a
+  // later export batch: the trace is read once every parent named in it has arrived (or never)
+  const complete = () => {
+    const trace = receiver.spans.filter((s) => s.traceId === settle.traceId);
+    const ids = new Set(trace.map((s) => s.spanId));
+    return trace.every((s) => !s.parentSpanId || ids.has(s.parentSpanId)) ? trace : undefined;
+  };
+  const trace = await eventually(`the trace of ${id} names a parent span that never arrived`, complete).catch(() =>
+    receiver.spans.filter((s) => s.traceId === settle.traceId),
+  );
   return { settle, trace, byId: new Map(trace.map((s) => [s.spanId, s])) };
 }
 
