@@ -6,7 +6,7 @@ import type Transport from 'winston-transport';
 import { loadConfig, type Config } from '@tes/config';
 import { auditLedger, createDb, type AuditReport } from '@tes/db';
 import { AmqpClient, deleteTopology, topologyNames } from '@tes/messaging';
-import { startCleanly, type StartedParts, type Stoppable } from '@tes/lifecycle';
+import { startCleanly, stopInOrder, StopOverrun, type StartedParts, type Stoppable } from '@tes/lifecycle';
 import { createLogger, type Logger } from '@tes/observability';
 import { ObjectStore } from '@tes/storage';
 import {
@@ -107,11 +107,11 @@ async function buildStack(options: StackOptions, started: StartedParts): Promise
   started.add('db', () => db.destroy());
 
   const gateway = await startGateway(config, logger);
-  started.add('gateway', () => stopQuietly(gateway.parts));
+  started.add('gateway', () => stopService('gateway', gateway.parts, config.shutdownTimeoutMs));
   let relay: RunningRelay | undefined;
   if (options.relay !== false) {
     const r = await startRelay(config, logger);
-    started.add('relay', () => stopQuietly(r.parts));
+    started.add('relay', () => stopService('relay', r.parts, config.shutdownTimeoutMs));
     relay = r;
   }
   let stopping: Promise<void> | undefined;
@@ -152,9 +152,17 @@ async function buildStack(options: StackOptions, started: StartedParts): Promise
   return stack;
 }
 
-/** A service's parts in its own shutdown order; a part that fails to stop does not keep the others running. */
-async function stopQuietly(parts: Stoppable[]): Promise<void> {
-  for (const p of parts) await p.stop().catch(() => undefined);
+/**
+ * A service's parts in its own shutdown order, within the deadline SIGTERM gives it: a part that
+ * throws does not keep the others running (a test may have broken it on purpose), and a part that
+ * overruns fails the stop by name, as it would fail the service's shutdown in production.
+ */
+async function stopService(service: string, parts: Stoppable[], deadlineMs: number): Promise<void> {
+  const overruns: string[] = [];
+  await stopInOrder(parts, deadlineMs, (part, err) => {
+    if (err instanceof StopOverrun) overruns.push(`${service} part '${part}' ${err.message}`);
+  });
+  if (overruns.length > 0) throw new Error(`${overruns.join('; ')} (its shutdown deadline is ${deadlineMs} ms)`);
 }
 
 async function deleteStackTopology(config: Config, logger: Logger): Promise<void> {

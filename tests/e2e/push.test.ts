@@ -152,6 +152,45 @@ describe('GET /tools/executions/{id}/events', () => {
   });
 });
 
+describe('a gateway stopping', () => {
+  it('closes a connection a client keeps busy once its answer is out, instead of serving it until the deadline', async () => {
+    const p = await stack.seed({ creditMicros: 1_000_000 });
+    const g = await startGateway(stack.config, stack.logger);
+    // one kept-alive connection, the next request sent as soon as an answer is in: never idle
+    // when server.close() looks (Node then keeps answering on it, Connection: keep-alive)
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const sockets = new Set<unknown>();
+    const get = () =>
+      new Promise<number>((resolve, reject) => {
+        const req = http.get(`http://127.0.0.1:${g.port}/tools/project`, { agent, headers: bearer(p.secret) }, (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.on('socket', (s) => sockets.add(s));
+        req.on('error', reject);
+      });
+    let busy = true;
+    let answered = 0;
+    const polling = (async () => {
+      while (busy) {
+        if ((await get().catch(() => 0)) === 200) answered++;
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    try {
+      while (answered < 5) await new Promise((r) => setTimeout(r, 10));
+      expect(sockets.size).toBe(1);
+      // the drain ends as soon as the answer in flight is out, far below the 10 s deadline
+      const stopped = await Promise.race([stopGateway(g).then(() => 'stopped'), new Promise((r) => setTimeout(() => r('still serving after 3 s'), 3_000))]);
+      expect(stopped).toBe('stopped');
+    } finally {
+      busy = false;
+      await polling;
+      agent.destroy();
+    }
+  });
+});
+
 describe('webhooks', () => {
   it('a receiver that answers 500, then recovers, gets each event once delivered, signed, the same id on every attempt', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });

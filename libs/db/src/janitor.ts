@@ -12,6 +12,8 @@ export interface SweepOptions {
   deleteTimeoutMs?: number;
   /** Objects deleted at once, under one claim. Default 16. */
   concurrency?: number;
+  /** The owner is stopping: no new round is claimed, and the round's deletes are aborted (their rows let go). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -55,7 +57,7 @@ export async function sweepExpired(
   const concurrency = Math.max(1, options.concurrency ?? 16);
   let deleted = 0;
   let failed = 0;
-  while (deleted + failed < limit) {
+  while (deleted + failed < limit && !options.signal?.aborted) {
     const asked = performance.now();
     const claim = await claimExpired(db, table, Math.min(concurrency, limit - deleted - failed), deleteTimeoutMs + CLAIM_MARGIN_MS);
     if (claim.rows.length === 0) break;
@@ -66,7 +68,8 @@ export async function sweepExpired(
       failed += ids.length;
       break;
     }
-    const signal = AbortSignal.timeout(deleteTimeoutMs);
+    const timeout = AbortSignal.timeout(deleteTimeoutMs);
+    const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
     const outcomes = await Promise.allSettled(claim.rows.map((r) => deleteObject(r.storage_key, signal)));
     const done = ids.filter((_, i) => outcomes[i]!.status === 'fulfilled');
     const undone = ids.filter((_, i) => outcomes[i]!.status === 'rejected');

@@ -168,9 +168,10 @@ it("the claim's cost is the line's: executions that passed through it cost nothi
 
   // without the vacuum the claim steps over the dead entries (the check can fail) ...
   expect(churned).toBeGreaterThan(fresh + 40);
-  // ... after it, at most one more page per probe than on the fresh line (a B-tree keeps the level
-  // its peak added: 30 buffers fresh, 44 after, here) ...
-  expect(cleaned).toBeLessThanOrEqual(fresh + projects.length + 2);
+  // ... after it, at most two more pages per probe than on the fresh line: a B-tree keeps the
+  // level its peak added, and the leaves its splits left can put a probe's next key one page on
+  // (29 or 30 buffers fresh, 44 after, 93 before the vacuum, here; the exact layout varies by run) ...
+  expect(cleaned).toBeLessThanOrEqual(fresh + 2 * projects.length);
   // ... and twice the churn costs no more than once
   expect(cleanedAgain).toBeLessThanOrEqual(cleaned + 2);
   const { table, truth } = await bothLines();

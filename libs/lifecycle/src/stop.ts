@@ -4,6 +4,17 @@ export interface Stoppable {
   stop: () => Promise<void>;
 }
 
+/** A part that did not stop within its share of the deadline (it is left running in the background). */
+export class StopOverrun extends Error {
+  constructor(
+    readonly part: string,
+    readonly ms: number,
+  ) {
+    super(`timed out after ${ms} ms`);
+    this.name = 'StopOverrun';
+  }
+}
+
 /**
  * Stops `parts` one after another, in the order given, all within `deadlineMs`. Each part
  * gets what is left of the deadline but never less than 100 ms: a part late in the list (the
@@ -21,7 +32,7 @@ export async function stopInOrder(parts: readonly Stoppable[], deadlineMs: numbe
       await Promise.race([
         part.stop(),
         new Promise((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`timed out after ${left} ms`)), left);
+          timer = setTimeout(() => reject(new StopOverrun(part.name, left)), left);
         }),
       ]);
     } catch (err) {

@@ -81,6 +81,16 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   server.on('clientError', answerClientError(logger));
   server.on('checkExpectation', answerUnmetExpectation(logger));
   server.keepAliveTimeout = 65_000;
+  // Stopping, each connection is closed once its answer is out (the answers in flight at the
+  // stop included). server.close() closes only the connections idle at that moment; a client
+  // that keeps its connection busy (a load balancer's pool, a console page's polling, an event
+  // stream reconnecting) would hold the stop until its deadline, answered all the while.
+  let draining = false;
+  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.once('finish', () => {
+      if (draining) setImmediate(() => server.closeIdleConnections());
+    });
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, () => resolve());
@@ -121,6 +131,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
         name: 'http',
         stop: () =>
           new Promise<void>((resolve) => {
+            draining = true;
             server.close(() => resolve());
             server.closeIdleConnections();
           }),

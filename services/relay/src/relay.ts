@@ -35,6 +35,8 @@ export class Relay {
   private janitorRunning: Promise<unknown> | undefined;
   private running: Promise<void> | undefined;
   private stopped = false;
+  /** Aborted by stop(): a pass in flight ends at its next step instead of draining its backlog. */
+  private readonly stopping = new AbortController();
 
   constructor(private readonly o: RelayOptions) {}
 
@@ -71,12 +73,13 @@ export class Relay {
     const out = { files: 0, artifacts: 0 };
     try {
       for (const table of ['files', 'artifacts'] as const) {
-        for (;;) {
+        while (!this.stopped) {
           const { deleted, failed } = await sweepExpired(db, table, this.o.batchSize ?? 100, this.o.deleteObject, {
             deleteTimeoutMs: this.o.janitorDeleteTimeoutMs,
+            signal: this.stopping.signal,
           });
           out[table] += deleted;
-          if (failed > 0) logger.warn('relay.janitor.delete_failed', { table, failed });
+          if (failed > 0 && !this.stopped) logger.warn('relay.janitor.delete_failed', { table, failed });
           if (deleted < (this.o.batchSize ?? 100)) break;
         }
       }
@@ -130,8 +133,9 @@ export class Relay {
         });
         logger.error('relay.execution.abandoned', { executionId, outcome, reason: 'attempts_exhausted' });
       }
-      // Reaped executions got fresh outbox rows; publish them in this pass (no grace).
-      for (;;) {
+      // Reaped executions got fresh outbox rows; publish them in this pass (no grace). A backlog
+      // is drained batch by batch until stop(): what is left waits for the next relay.
+      while (!this.stopped) {
         const n = await sweepOutbox(db, { graceMs: reaped > 0 ? 0 : this.o.graceMs, limit: this.o.batchSize ?? 100 }, (entries) =>
           publishOutbox(this.o.publisher, entries, this.o.publishTimeoutMs),
         );
@@ -151,6 +155,7 @@ export class Relay {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     if (this.timer) clearTimeout(this.timer);
     if (this.janitorTimer) clearInterval(this.janitorTimer);
     await Promise.all([this.running, this.janitorRunning]);

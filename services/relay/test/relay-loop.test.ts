@@ -213,3 +213,65 @@ it('the janitor runs on its own interval from start(), deletes expired objects, 
   expect(events('relay.janitor.delete_failed')).toHaveLength(failedPasses);
   expect((await db('files').where({ id: later.id }).first()).deleted_at).toBeNull();
 });
+
+it("stop() ends the janitor's pass at once, however long its backlog: the deletes in flight are aborted and their rows let go", async () => {
+  const keys: string[] = [];
+  for (let n = 10; n < 14; n++) {
+    const { file } = await recordUpload(db, {
+      projectId: project.projectId,
+      sha256: `${n}`.padStart(64, 'b'),
+      format: 'png',
+      mimeType: 'image/png',
+      sizeBytes: 1,
+      storageKey: `projects/x/uploads/backlog-${n}`,
+      retentionMs: 60_000,
+    });
+    keys.push(file.id);
+  }
+  await db('files')
+    .whereIn('id', keys)
+    .update({ expires_at: db.raw("now() - interval '1 second'") });
+  let inFlight = 0;
+  // a store that answers only when the delete is aborted (its own 30 s bound is far off)
+  const { relay, events } = relayWith({
+    janitorIntervalMs: 50,
+    janitorDeleteTimeoutMs: 30_000,
+    deleteObject: (_key, signal) =>
+      new Promise<void>((_, reject) => {
+        inFlight++;
+        signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
+      }),
+  });
+  relay.start();
+  await until('a delete in flight', () => inFlight > 0);
+  const started = Date.now();
+  await relay.stop();
+  expect(Date.now() - started).toBeLessThan(1_000);
+  const rows = await db('files').whereIn('id', keys).select('deleted_at', 'delete_claim');
+  expect(rows.every((r) => r.deleted_at === null && r.delete_claim === null)).toBe(true);
+  expect(events('relay.janitor.delete_failed')).toEqual([]); // a stop is not a failing store
+  await db('files').whereIn('id', keys).update({ deleted_at: db.fn.now() });
+});
+
+it("stop() ends an outbox backlog's drain after the batch under way; the rest waits, unsent, for the next relay", async () => {
+  await db('outbox').whereNull('published_at').update({ published_at: db.fn.now() });
+  const ids = await Promise.all(Array.from({ length: 8 }, () => submit()));
+  let stop: Promise<void> | undefined;
+  // batches of 2; the first publish asks the relay to stop
+  const { relay, published } = relayWith({
+    batchSize: 2,
+    publisher: {
+      publish: (rk, payload, options) => {
+        stop ??= relay.stop();
+        published.push(options.messageId);
+        return publisher.publish(rk, payload, options);
+      },
+    },
+  });
+  relay.start();
+  await until('the stop to be asked', () => stop !== undefined);
+  await stop;
+  const left = (await Promise.all(ids.map(unsent))).reduce((a, b) => a + b, 0);
+  expect(published.length).toBeLessThanOrEqual(2);
+  expect(left).toBe(ids.length - published.length);
+});
