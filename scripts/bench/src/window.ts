@@ -1,5 +1,8 @@
 import pg from 'pg';
 
+/** How long the gate runs on its last count while its reads fail, before the run is called failed. */
+const GIVE_UP_MS = 10_000;
+
 /**
  * B5's capacity runs keep at most `limit` units of work outstanding (accepted and not yet
  * finished), ours and pg-boss's alike. Producers that submit as fast as they are answered
@@ -16,30 +19,53 @@ export class OutstandingGate {
   private finishedAtStart = 0;
   private finished = 0;
   private timer: NodeJS.Timeout | undefined;
-  private readonly client: pg.Client;
+  private client: pg.Client | undefined;
+  /** Since when every read has failed; a gate blind for longer than GIVE_UP_MS fails the run. */
+  private failingSince: number | undefined;
+  private failure: Error | undefined;
 
   constructor(
-    databaseUrl: string,
+    private readonly databaseUrl: string,
     private readonly finishedSql: string,
     private readonly params: unknown[],
     private readonly limit: number,
     private readonly pollMs = 10,
-  ) {
-    this.client = new pg.Client({ connectionString: databaseUrl, application_name: 'tes-bench-window' });
-  }
+  ) {}
 
+  /**
+   * The count, on a connection of the gate's own. A connection the server ends (a restart, a
+   * terminated backend) is replaced at the next read: the run goes on with the last count read
+   * meanwhile, which only holds producers back.
+   */
   private async read(): Promise<number> {
-    const r = await this.client.query<{ n: string | null }>(this.finishedSql, this.params);
-    return Number(r.rows[0]?.n ?? 0);
+    if (!this.client) {
+      const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'tes-bench-window' });
+      // an idle connection's loss is emitted, not thrown: without a listener it would end the process
+      client.on('error', () => undefined);
+      await client.connect();
+      this.client = client;
+    }
+    const client = this.client;
+    try {
+      const r = await client.query<{ n: string | null }>(this.finishedSql, this.params);
+      return Number(r.rows[0]?.n ?? 0);
+    } catch (err) {
+      if (this.client === client) this.client = undefined;
+      void client.end().catch(() => undefined);
+      throw err;
+    }
   }
 
   async start(): Promise<void> {
-    await this.client.connect();
     this.finishedAtStart = await this.read();
     this.finished = this.finishedAtStart;
     const tick = async () => {
       try {
         this.finished = await this.read();
+        this.failingSince = undefined;
+      } catch (err) {
+        this.failingSince ??= Date.now();
+        if (Date.now() - this.failingSince > GIVE_UP_MS) this.failure ??= new Error(`the window's count cannot be read: ${(err as Error).message}`);
       } finally {
         if (this.timer) this.timer = setTimeout(() => void tick(), this.pollMs);
       }
@@ -47,9 +73,13 @@ export class OutstandingGate {
     this.timer = setTimeout(() => void tick(), this.pollMs);
   }
 
-  /** Resolves when one more unit may be sent (and counts it as sent). */
+  /** Resolves when one more unit may be sent (and counts it as sent); throws once the count has been unreadable too long. */
   async take(): Promise<void> {
-    while (this.sent - (this.finished - this.finishedAtStart) >= this.limit) await new Promise((r) => setTimeout(r, 2));
+    while (this.sent - (this.finished - this.finishedAtStart) >= this.limit) {
+      if (this.failure) throw this.failure;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    if (this.failure) throw this.failure;
     this.sent += 1;
   }
 
@@ -62,6 +92,7 @@ export class OutstandingGate {
     const t = this.timer;
     this.timer = undefined;
     if (t) clearTimeout(t);
-    await this.client.end().catch(() => undefined);
+    await this.client?.end().catch(() => undefined);
+    this.client = undefined;
   }
 }
