@@ -153,40 +153,45 @@ describe('GET /tools/executions/{id}/events', () => {
 });
 
 describe('a gateway stopping', () => {
-  it('closes a connection a client keeps busy once its answer is out, instead of serving it until the deadline', async () => {
+  it('closes a kept-alive connection once the answer in flight at the stop is out, instead of holding it open until the deadline', async () => {
     const p = await stack.seed({ creditMicros: 1_000_000 });
     const g = await startGateway(stack.config, stack.logger);
-    // one kept-alive connection, the next request sent as soon as an answer is in: never idle
-    // when server.close() looks (Node then keeps answering on it, Connection: keep-alive)
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const sockets = new Set<unknown>();
-    const get = () =>
-      new Promise<number>((resolve, reject) => {
-        const req = http.get(`http://127.0.0.1:${g.port}/tools/project`, { agent, headers: bearer(p.secret) }, (res) => {
+    // a quote whose body is still on its way when the stop is asked: its connection is busy
+    // then, so server.close() leaves it, and Node answers it keep-alive
+    const body = JSON.stringify({ tool: 'test.sleep', arguments: { seconds: 0, steps: 1, costMicrosPerStep: 1 } });
+    let finish = (): void => undefined;
+    const answer = new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      const req = http.request(
+        `http://127.0.0.1:${g.port}/tools/quote`,
+        { method: 'POST', agent, headers: { ...bearer(p.secret), 'Content-Type': 'application/json', 'Content-Length': String(Buffer.byteLength(body)) } },
+        (res) => {
           res.resume();
-          res.on('end', () => resolve(res.statusCode ?? 0));
-        });
-        req.on('socket', (s) => sockets.add(s));
-        req.on('error', reject);
-      });
-    let busy = true;
-    let answered = 0;
-    const polling = (async () => {
-      while (busy) {
-        if ((await get().catch(() => 0)) === 200) answered++;
-        await new Promise((r) => setImmediate(r));
-      }
-    })();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
+        },
+      );
+      req.on('error', reject);
+      req.write(body.slice(0, 10));
+      finish = () => req.end(body.slice(10));
+    });
     try {
-      while (answered < 5) await new Promise((r) => setTimeout(r, 10));
-      expect(sockets.size).toBe(1);
-      // the drain ends as soon as the answer in flight is out, far below the 10 s deadline
-      const stopped = await Promise.race([stopGateway(g).then(() => 'stopped'), new Promise((r) => setTimeout(() => r('still serving after 3 s'), 3_000))]);
+      await new Promise((r) => setTimeout(r, 200)); // the request's head is in
+      // its HTTP part's stop, asked while the request is in flight (the parts before it end
+      // the streams and waits: they take their own time)
+      const stopping = g.parts
+        .find((part) => part.name === 'http')!
+        .stop()
+        .then(() => 'stopped');
+      await new Promise((r) => setTimeout(r, 300)); // the stop is under way
+      finish();
+      expect(await answer).toEqual({ status: 200, connection: 'keep-alive' });
+      // the connection is idle now: the gateway closes it, far below the 10 s deadline (the
+      // keep-alive timeout, 65 s, would otherwise end it)
+      const stopped = await Promise.race([stopping, new Promise((r) => setTimeout(() => r('still open after 3 s'), 3_000))]);
       expect(stopped).toBe('stopped');
     } finally {
-      busy = false;
-      await polling;
       agent.destroy();
+      await stopGateway(g);
     }
   });
 });

@@ -62,15 +62,15 @@ export async function sweepExpired(
     const claim = await claimExpired(db, table, Math.min(concurrency, limit - deleted - failed), deleteTimeoutMs + CLAIM_MARGIN_MS);
     if (claim.rows.length === 0) break;
     const ids = claim.rows.map((r) => r.id);
-    if (performance.now() - asked > CLAIM_MARGIN_MS) {
-      // too late to start: a delete could outlast the claim
+    if (performance.now() - asked > CLAIM_MARGIN_MS || options.signal?.aborted) {
+      // too late to start (a delete could outlast the claim), or the owner stopped meanwhile
       await releaseClaims(db, table, claim.token, ids);
       failed += ids.length;
       break;
     }
-    const timeout = AbortSignal.timeout(deleteTimeoutMs);
-    const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
-    const outcomes = await Promise.allSettled(claim.rows.map((r) => deleteObject(r.storage_key, signal)));
+    const outcomes = await withinRound(deleteTimeoutMs, options.signal, (signal) =>
+      Promise.allSettled(claim.rows.map((r) => deleteObject(r.storage_key, signal))),
+    );
     const done = ids.filter((_, i) => outcomes[i]!.status === 'fulfilled');
     const undone = ids.filter((_, i) => outcomes[i]!.status === 'rejected');
     if (done.length > 0) {
@@ -85,6 +85,24 @@ export async function sweepExpired(
     if (undone.length > 0) break;
   }
   return { deleted, failed };
+}
+
+/**
+ * Runs a round's deletes under one signal, aborted at the round's bound or when `stop` aborts.
+ * A controller per round, its listener on `stop` removed after: nothing of a round outlives it
+ * on the owner's long-lived signal (AbortSignal.any's composites are only weakly held there).
+ */
+async function withinRound<T>(ms: number, stop: AbortSignal | undefined, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const round = new AbortController();
+  const timer = setTimeout(() => round.abort(new Error(`the round's deletes outlasted ${ms} ms`)), ms);
+  const onStop = () => round.abort(stop!.reason);
+  stop?.addEventListener('abort', onStop, { once: true });
+  try {
+    return await run(round.signal);
+  } finally {
+    clearTimeout(timer);
+    stop?.removeEventListener('abort', onStop);
+  }
 }
 
 /** Step 1 of sweepExpired: rows past their deadline, stamped with a new claim (one short transaction). */

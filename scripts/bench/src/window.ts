@@ -23,6 +23,7 @@ export class OutstandingGate {
   /** Since when every read has failed; a gate blind for longer than GIVE_UP_MS fails the run. */
   private failingSince: number | undefined;
   private failure: Error | undefined;
+  private stopped = false;
 
   constructor(
     private readonly databaseUrl: string,
@@ -39,10 +40,21 @@ export class OutstandingGate {
    */
   private async read(): Promise<number> {
     if (!this.client) {
-      const client = new pg.Client({ connectionString: this.databaseUrl, application_name: 'tes-bench-window' });
+      // bounded: a connect or a read that never answers counts as a failed read
+      const client = new pg.Client({
+        connectionString: this.databaseUrl,
+        application_name: 'tes-bench-window',
+        connectionTimeoutMillis: 2_000,
+        query_timeout: 2_000,
+        keepAlive: true,
+      });
       // an idle connection's loss is emitted, not thrown: without a listener it would end the process
       client.on('error', () => undefined);
       await client.connect();
+      if (this.stopped) {
+        await client.end().catch(() => undefined);
+        throw new Error('the gate is stopped');
+      }
       this.client = client;
     }
     const client = this.client;
@@ -67,7 +79,8 @@ export class OutstandingGate {
         this.failingSince ??= Date.now();
         if (Date.now() - this.failingSince > GIVE_UP_MS) this.failure ??= new Error(`the window's count cannot be read: ${(err as Error).message}`);
       } finally {
-        if (this.timer) this.timer = setTimeout(() => void tick(), this.pollMs);
+        // while reads fail, one attempt every 500 ms rather than a reconnect every pollMs
+        if (this.timer) this.timer = setTimeout(() => void tick(), this.failingSince === undefined ? this.pollMs : 500);
       }
     };
     this.timer = setTimeout(() => void tick(), this.pollMs);
@@ -89,6 +102,7 @@ export class OutstandingGate {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     const t = this.timer;
     this.timer = undefined;
     if (t) clearTimeout(t);

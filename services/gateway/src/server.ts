@@ -81,15 +81,15 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   server.on('clientError', answerClientError(logger));
   server.on('checkExpectation', answerUnmetExpectation(logger));
   server.keepAliveTimeout = 65_000;
-  // Stopping, each connection is closed once its answer is out (the answers in flight at the
-  // stop included). server.close() closes only the connections idle at that moment; a client
-  // that keeps its connection busy (a load balancer's pool, a console page's polling, an event
-  // stream reconnecting) would hold the stop until its deadline, answered all the while.
+  // Stopping, each connection is closed once its answer is out. server.close() closes only the
+  // connections idle at that moment; a client that keeps its connection busy (a load balancer's
+  // pool, a console page's polling, an event stream reconnecting) would hold the stop until its
+  // deadline, answered all the while. So a request that arrives meanwhile is answered with
+  // Connection: close, and idle connections are closed again every 50 ms until the last one
+  // is gone (an answer sent before its request's body was read is idle only once the body is in).
   let draining = false;
   server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
-    res.once('finish', () => {
-      if (draining) setImmediate(() => server.closeIdleConnections());
-    });
+    if (draining) res.shouldKeepAlive = false;
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -132,7 +132,11 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
         stop: () =>
           new Promise<void>((resolve) => {
             draining = true;
-            server.close(() => resolve());
+            const sweep = setInterval(() => server.closeIdleConnections(), 50).unref();
+            server.close(() => {
+              clearInterval(sweep);
+              resolve();
+            });
             server.closeIdleConnections();
           }),
       },

@@ -239,6 +239,7 @@ it("stop() ends the janitor's pass at once, however long its backlog: the delete
     deleteObject: (_key, signal) =>
       new Promise<void>((_, reject) => {
         inFlight++;
+        if (signal.aborted) reject(new Error('aborted'));
         signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true });
       }),
   });
@@ -246,7 +247,7 @@ it("stop() ends the janitor's pass at once, however long its backlog: the delete
   await until('a delete in flight', () => inFlight > 0);
   const started = Date.now();
   await relay.stop();
-  expect(Date.now() - started).toBeLessThan(1_000);
+  expect(Date.now() - started).toBeLessThan(5_000); // the deletes' own bound is 30 s
   const rows = await db('files').whereIn('id', keys).select('deleted_at', 'delete_claim');
   expect(rows.every((r) => r.deleted_at === null && r.delete_claim === null)).toBe(true);
   expect(events('relay.janitor.delete_failed')).toEqual([]); // a stop is not a failing store
