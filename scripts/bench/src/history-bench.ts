@@ -343,8 +343,15 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
     say(`seeded; measure with: npm run bench -- --history=${o.history} --history-db=${o.historyDb}`);
     return;
   }
-  const empty = await runPhase(o, 0, logDir, meter, report);
-  const seeded = await runPhase(o, o.history, logDir, meter, report);
+  let empty: Phase;
+  let seeded: Phase;
+  if (o.historyFirst) {
+    seeded = await runPhase(o, o.history, logDir, meter, report);
+    empty = await runPhase(o, 0, logDir, meter, report);
+  } else {
+    empty = await runPhase(o, 0, logDir, meter, report);
+    seeded = await runPhase(o, o.history, logDir, meter, report);
+  }
   const n = o.history.toLocaleString('en-US');
   const ratioRow = (figure: string, value: number | undefined, baseline: number | undefined, unit: string, higherIsBetter: boolean) =>
     report.add({

@@ -63,6 +63,8 @@ export interface BenchOptions {
   historyDb: string | undefined;
   /** --seed-only (with --history-db): seed the kept database, catch its audit up, and stop. */
   seedOnly: boolean;
+  /** --history-first: the history phase runs before the empty one (an order effect shows as a ratio that moves with the order). */
+  historyFirst: boolean;
 }
 
 /** Database connections of the gateway in all (split over its processes) and pgbench's clients. */
@@ -76,6 +78,7 @@ const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5,b7,b8,b9] [--con
                 [--history=N]   B1, B3, B5 and peak RSS on an empty database, then with N executions of history
                 [--history-db=NAME] keep the seeded history in database NAME and reuse it next time
                 [--seed-only]   with --history-db: seed (and audit) the history, measure nothing
+                [--history-first] run the history phase before the empty one (to see an order effect)
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B9 (B6 comes with B5) next to baselines run in the same process tree on this
@@ -108,6 +111,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     'history',
     'history-db',
     'seed-only',
+    'history-first',
   ];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
@@ -124,6 +128,8 @@ export function parseOptions(argv: string[]): BenchOptions {
   for (const o of only) if (!all.includes(o)) throw new Error(`--only takes ${all.join(',')}${history ? ' with --history' : ''}; got "${o}"`);
   const historyDb = flags.get('history-db');
   const seedOnly = flags.get('seed-only') === 'true';
+  const historyFirst = flags.get('history-first') === 'true';
+  if (historyFirst && !history) throw new Error('--history-first goes with --history=N');
   if ((historyDb !== undefined || seedOnly) && !history) throw new Error('--history-db and --seed-only go with --history=N');
   if (seedOnly && historyDb === undefined) throw new Error('--seed-only needs --history-db=NAME (else the seed is dropped)');
   const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
@@ -153,5 +159,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     history,
     historyDb,
     seedOnly,
+    historyFirst,
   };
 }
