@@ -34,7 +34,6 @@ export class Relay {
   private janitorTimer: NodeJS.Timeout | undefined;
   private janitorRunning: Promise<unknown> | undefined;
   private running: Promise<void> | undefined;
-  private stopped = false;
   /** Aborted by stop(): a pass in flight ends at its next step instead of draining its backlog. */
   private readonly stopping = new AbortController();
 
@@ -153,8 +152,11 @@ export class Relay {
     return { published, reaped };
   }
 
+  private get stopped(): boolean {
+    return this.stopping.signal.aborted;
+  }
+
   async stop(): Promise<void> {
-    this.stopped = true;
     this.stopping.abort();
     if (this.timer) clearTimeout(this.timer);
     if (this.janitorTimer) clearInterval(this.janitorTimer);
