@@ -23,20 +23,13 @@ import { pinServers, unpinServers } from './pin';
 import { cleanUpOnSignal, killAllNow, setPinning, stopAll } from './procs';
 import { seedSpread, submitBody, submitOneEach } from './seed';
 import { ServiceStack } from './stack';
+import { interpolatedQuantile, median } from './stats';
 
 /** Read and write system calls of a process so far (all its threads), from /proc/PID/io. */
 function syscalls(pid: number): { reads: number; writes: number } {
   const io = readFileSync(`/proc/${pid}/io`, 'utf8');
   const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1] ?? NaN);
   return { reads: field('syscr'), writes: field('syscw') };
-}
-
-/** Quantile of sorted values, interpolated between ranks (the median of 8 rounds is the mean of the middle two). */
-function quantile(sorted: number[], q: number): number {
-  const i = (sorted.length - 1) * q;
-  const lo = Math.floor(i);
-  const hi = Math.ceil(i);
-  return sorted[lo]! + (sorted[hi]! - sorted[lo]!) * (i - lo);
 }
 
 const fmtIo = (x: { reads: number; writes: number } | undefined): string => (x ? `${x.reads.toFixed(2)}/${x.writes.toFixed(2)}` : '?');
@@ -183,16 +176,11 @@ async function main(): Promise<void> {
         );
       }
       const sorted = [...ratios].sort((a, b) => a - b);
-      const median = (xs: number[]) =>
-        quantile(
-          [...xs].sort((a, b) => a - b),
-          0.5,
-        );
       summary[what] = {
-        beforeCpuMsPerRequest: round3(median(per.before)),
-        afterCpuMsPerRequest: round3(median(per.after)),
-        ratioMedian: round3(median(ratios)),
-        ratioQuartiles: [round3(quantile(sorted, 0.25)), round3(quantile(sorted, 0.75))],
+        beforeCpuMsPerRequest: round3(median(per.before)!),
+        afterCpuMsPerRequest: round3(median(per.after)!),
+        ratioMedian: round3(median(ratios)!),
+        ratioQuartiles: [round3(interpolatedQuantile(sorted, 0.25)), round3(interpolatedQuantile(sorted, 0.75))],
         lowerIn: `${ratios.filter((x) => x < 1).length} of ${ratios.length}`,
       };
     }

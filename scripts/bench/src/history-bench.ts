@@ -26,6 +26,7 @@ import type { BenchOptions } from './options';
 import type { Report } from './report';
 import { seedSpread, submitBody, submitOneEach } from './seed';
 import { ServiceStack } from './stack';
+import { median } from './stats';
 
 const say = (s: string) => process.stderr.write(`bench: ${s}\n`);
 const ROOT = path.resolve(__dirname, '../../..');
@@ -77,8 +78,8 @@ const highWaterMb = (pid: number): number | undefined => {
   return each.length ? Math.max(...each) : undefined;
 };
 
-async function runPhase(o: BenchOptions, history: number, logDir: string, meter: CpuMeter, report: Report): Promise<Phase> {
-  const tag = history ? 'history' : 'empty';
+async function runPhase(o: BenchOptions, history: number, logDir: string, meter: CpuMeter, report: Report, round = 1): Promise<Phase> {
+  const tag = `${history ? 'history' : 'empty'}${o.rounds > 1 ? `-r${round}` : ''}`;
   const stack = new ServiceStack(logDir, o);
   const phase: Phase = {
     history,
@@ -327,7 +328,41 @@ async function catchUpAudit(db: Db, phase: Phase): Promise<void> {
   phase.catchUpSec = (Date.now() - t) / 1000;
 }
 
-/** Both runs, then their rows: the seeded figure next to the empty one. */
+/** What the rows read of a phase, or of several (each figure's median; peak RSS: the highest). */
+interface Figures {
+  b1: number | undefined;
+  b1P99: number | undefined;
+  b3: number | undefined;
+  b3P99: number | undefined;
+  b5: number | undefined;
+  b5DoneP99: number | undefined;
+  peakRssMb: Record<Service, number | undefined>;
+}
+
+function figuresOf(phases: Phase[]): Figures {
+  const m = (f: (p: Phase) => number | undefined) => median(phases.map(f));
+  const highest = (name: Service) => {
+    const each = phases.map((p) => p.peakRssMb[name]).filter((v): v is number => v !== undefined);
+    return each.length ? Math.max(...each) : undefined;
+  };
+  return {
+    b1: m((p) => p.b1),
+    b1P99: m((p) => p.b1P99),
+    b3: m((p) => p.b3),
+    b3P99: m((p) => p.b3P99),
+    b5: m((p) => p.b5?.perSec),
+    b5DoneP99: m((p) => p.b5?.half?.doneP99),
+    peakRssMb: { gateway: highest('gateway'), relay: highest('relay'), worker: highest('worker') },
+  };
+}
+
+const ratioText = (a: number | undefined, b: number | undefined): string => (a !== undefined && b ? `${(a / b).toFixed(2)}×` : '—');
+
+/**
+ * Both phases, then their rows: the seeded figure next to the empty one. With --rounds=N, both N
+ * times in alternating order, and each row is the median of its rounds (each round's ratios
+ * are noted).
+ */
 export async function runHistoryComparison(o: BenchOptions, logDir: string, meter: CpuMeter, report: Report): Promise<void> {
   if (o.seedOnly) {
     await runPhase(o, o.history, logDir, meter, report).catch((err: unknown) => {
@@ -336,19 +371,31 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
     say(`seeded; measure with: npm run bench -- --history=${o.history} --history-db=${o.historyDb}`);
     return;
   }
-  let empty: Phase;
-  let seeded: Phase;
-  if (o.historyFirst) {
-    seeded = await runPhase(o, o.history, logDir, meter, report);
-    empty = await runPhase(o, 0, logDir, meter, report);
-  } else {
-    empty = await runPhase(o, 0, logDir, meter, report);
-    seeded = await runPhase(o, o.history, logDir, meter, report);
+  const rounds: { empty: Phase; seeded: Phase; historyFirst: boolean }[] = [];
+  for (let r = 1; r <= o.rounds; r++) {
+    const historyFirst = o.historyFirst !== (r % 2 === 0);
+    if (o.rounds > 1) say(`round ${r} of ${o.rounds}: ${historyFirst ? 'history' : 'empty'} first`);
+    const first = await runPhase(o, historyFirst ? o.history : 0, logDir, meter, report, r);
+    const second = await runPhase(o, historyFirst ? 0 : o.history, logDir, meter, report, r);
+    rounds.push(historyFirst ? { empty: second, seeded: first, historyFirst } : { empty: first, seeded: second, historyFirst });
+  }
+  const empties = rounds.map((r) => r.empty);
+  const seededs = rounds.map((r) => r.seeded);
+  const empty = figuresOf(empties);
+  const seeded = figuresOf(seededs);
+  // the history as the first round's history phase found it (later rounds reuse a kept database)
+  const history = seededs[0]!;
+  if (o.rounds > 1) {
+    for (const [i, r] of rounds.entries()) {
+      const [e, h] = [figuresOf([r.empty]), figuresOf([r.seeded])];
+      const ratios = (['b1', 'b3', 'b5'] as const).filter((b) => o.only.has(b)).map((b) => `${b.toUpperCase()} ${ratioText(h[b], e[b])}`);
+      report.note(`round ${i + 1} (${r.historyFirst ? 'history' : 'empty'} first): ${ratios.join(', ')}`);
+    }
   }
   const n = o.history.toLocaleString('en-US');
   const ratioRow = (figure: string, value: number | undefined, baseline: number | undefined, unit: string, higherIsBetter: boolean) =>
     report.add({
-      figure: `${figure} (history ${n})`,
+      figure: `${figure} (history ${n})${o.rounds > 1 ? `, median of ${o.rounds}` : ''}`,
       value,
       unit,
       baseline: 'empty',
@@ -364,8 +411,8 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
     ratioRow('B3 p99', seeded.b3P99, empty.b3P99, 'ms', false);
   }
   if (o.only.has('b5')) {
-    ratioRow('B5 test.sleep executions/s', seeded.b5?.perSec, empty.b5?.perSec, '/s', true);
-    ratioRow('B5 accept→succeeded p99 @ half', seeded.b5?.half?.doneP99, empty.b5?.half?.doneP99, 'ms', false);
+    ratioRow('B5 test.sleep executions/s', seeded.b5, empty.b5, '/s', true);
+    ratioRow('B5 accept→succeeded p99 @ half', seeded.b5DoneP99, empty.b5DoneP99, 'ms', false);
   }
   for (const name of SERVICES) {
     const limit = memoryLimitMb(name);
@@ -381,18 +428,23 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
       ...(limit ? { target: `≤ ${Math.round(0.7 * limit)} MB (70 % of ${Math.round(limit)})`, met: value !== undefined && value <= 0.7 * limit } : {}),
     });
   }
+  const relayStart = (ps: Phase[]) => ps.map((p) => p.relayStartSec.toFixed(1)).join(', ');
   report.note(
-    `history: ${n} executions seeded in ${seeded.seedSec.toFixed(0)} s; the relay took ${seeded.relayStartSec.toFixed(1)} s to start on it (empty: ${empty.relayStartSec.toFixed(1)} s, both include the gateway's start)`,
+    `history: ${n} executions seeded in ${history.seedSec.toFixed(0)} s; the relay took ${relayStart(seededs)} s to start on it (empty: ${relayStart(empties)} s, both include the gateway's start)`,
   );
-  if (seeded.relayFailure)
+  const relayFailure = seededs.find((p) => p.relayFailure)?.relayFailure;
+  if (relayFailure)
     report.note(
-      `the relay did NOT start on ${n} executions of history with its manifest's NODE_OPTIONS (${seeded.relayFailure}); it was started again with ${RELAY_ROOM} to measure the rest, so its peak RSS is what it needed`,
+      `the relay did NOT start on ${n} executions of history with its manifest's NODE_OPTIONS (${relayFailure}); it was started again with ${RELAY_ROOM} to measure the rest, so its peak RSS is what it needed`,
     );
-  report.figure('historyRelayStartFailed', seeded.relayFailure !== undefined);
-  for (const [p, tag] of [
-    [empty, 'empty'],
-    [seeded, 'history'],
-  ] as const) {
+  report.figure('historyRelayStartFailed', relayFailure !== undefined);
+  for (const [p, tag] of rounds.flatMap((r, i) => {
+    const suffix = o.rounds > 1 ? ` r${i + 1}` : '';
+    return [
+      [r.empty, `empty${suffix}`],
+      [r.seeded, `history${suffix}`],
+    ] as const;
+  })) {
     if (p.b5?.failed) report.note(`B5 (${tag}): ${p.b5.failed} failed or needs_review executions`);
     if (p.b5?.backlogPurged) report.note(`B5 (${tag}): the capacity run's backlog did not drain in time; dropped ${p.b5.backlogPurged} messages`);
     for (const [name, peak] of Object.entries(p.peaks)) {
@@ -404,17 +456,19 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
     }
   }
   report.figure('historyExecutions', o.history);
-  report.figure('historySeedSec', seeded.seedSec);
-  report.figure('historyRelayStartSec', seeded.relayStartSec);
-  report.figure('historyAuditCatchUpSec', seeded.auditCatchUpSec);
-  report.figure('historyAuditPassMs', seeded.auditPassMs);
-  if (seeded.auditPassMs !== undefined)
+  // the slowest pass and start of the rounds: each round's history phase runs one
+  const auditPassMs = Math.max(...seededs.map((p) => p.auditPassMs ?? -Infinity));
+  report.figure('historySeedSec', history.seedSec);
+  report.figure('historyRelayStartSec', Math.max(...seededs.map((p) => p.relayStartSec)));
+  report.figure('historyAuditCatchUpSec', history.auditCatchUpSec);
+  report.figure('historyAuditPassMs', Number.isFinite(auditPassMs) ? auditPassMs : undefined);
+  if (Number.isFinite(auditPassMs))
     report.add({
-      figure: `periodic ledger audit pass (history ${n})`,
-      value: seeded.auditPassMs,
+      figure: `periodic ledger audit pass (history ${n})${o.rounds > 1 ? `, slowest of ${o.rounds}` : ''}`,
+      value: auditPassMs,
       unit: 'ms',
       target: '< 1000 ms',
-      met: seeded.auditPassMs < 1000,
+      met: auditPassMs < 1000,
       ratio: null,
     });
   for (const [p, tag] of [
@@ -425,11 +479,12 @@ export async function runHistoryComparison(o: BenchOptions, logDir: string, mete
     report.figure(`b1P99Ms${tag}`, p.b1P99);
     report.figure(`b3PerSec${tag}`, p.b3);
     report.figure(`b3P99Ms${tag}`, p.b3P99);
-    report.figure(`b5PerSec${tag}`, p.b5?.perSec);
-    report.figure(`b5AcceptToSucceededP99Ms${tag}`, p.b5?.half?.doneP99);
+    report.figure(`b5PerSec${tag}`, p.b5);
+    report.figure(`b5AcceptToSucceededP99Ms${tag}`, p.b5DoneP99);
     for (const name of SERVICES) report.figure(`${name}PeakRssMb${tag}`, p.peakRssMb[name]);
   }
   if (empty.b1 && seeded.b1) report.figure('b1RatioHistory', seeded.b1 / empty.b1);
   if (empty.b3 && seeded.b3) report.figure('b3RatioHistory', seeded.b3 / empty.b3);
-  if (empty.b5?.perSec && seeded.b5?.perSec) report.figure('b5RatioHistory', seeded.b5.perSec / empty.b5.perSec);
+  if (empty.b5 && seeded.b5) report.figure('b5RatioHistory', seeded.b5 / empty.b5);
+  report.figure('historyRounds', o.rounds);
 }

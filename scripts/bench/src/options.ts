@@ -65,6 +65,13 @@ export interface BenchOptions {
   seedOnly: boolean;
   /** --history-first: the history phase runs before the empty one (an order effect shows as a ratio that moves with the order). */
   historyFirst: boolean;
+  /**
+   * --rounds=N (with --history): the empty and history phases N times each, interleaved with the
+   * order alternating (empty first, then history first, ...; --history-first starts the other
+   * way); each figure is the median of its rounds. One run's ratio on this 2-core machine moves
+   * ±15 % between runs of the same code, so a verdict wants several, interleaved.
+   */
+  rounds: number;
 }
 
 /** Database connections of the gateway in all (split over its processes) and pgbench's clients. */
@@ -79,6 +86,7 @@ const HELP = `npm run bench [-- --quick] [--only=b1,b2,b3,b4,b5,b7,b8,b9] [--con
                 [--history-db=NAME] keep the seeded history in database NAME and reuse it next time
                 [--seed-only]   with --history-db: seed (and audit) the history, measure nothing
                 [--history-first] run the history phase before the empty one (to see an order effect)
+                [--rounds=N]    with --history: both phases N times, interleaved in alternating order; medians
 
 Starts the service in production mode from dist/ on a database, queue prefix and S3 of its
 own, measures B1-B9 (B6 comes with B5) next to baselines run in the same process tree on this
@@ -112,6 +120,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     'history-db',
     'seed-only',
     'history-first',
+    'rounds',
   ];
   for (const k of flags.keys()) if (!known.includes(k)) throw new Error(`unknown flag --${k} (try --help)`);
   const quick = flags.get('quick') === 'true';
@@ -130,6 +139,9 @@ export function parseOptions(argv: string[]): BenchOptions {
   const seedOnly = flags.get('seed-only') === 'true';
   const historyFirst = flags.get('history-first') === 'true';
   if (historyFirst && !history) throw new Error('--history-first goes with --history=N');
+  const rounds = int('rounds', 1, 1, 20);
+  if (rounds > 1 && flags.get('history-db') === undefined)
+    throw new Error('--rounds goes with --history=N and --history-db=NAME (each round reuses the kept history)');
   if ((historyDb !== undefined || seedOnly) && !history) throw new Error('--history-db and --seed-only go with --history=N');
   if (seedOnly && historyDb === undefined) throw new Error('--seed-only needs --history-db=NAME (else the seed is dropped)');
   const gatewayProcesses = int('gateway-processes', 1, 1, Math.max(16, availableParallelism()));
@@ -160,5 +172,6 @@ export function parseOptions(argv: string[]): BenchOptions {
     historyDb,
     seedOnly,
     historyFirst,
+    rounds,
   };
 }
