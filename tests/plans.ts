@@ -184,26 +184,93 @@ export interface StatementPlans {
    * reads. Undefined as `analyzed` is.
    */
   analyzedGeneric: PlanNode | undefined;
+  /**
+   * The statements run inside the statement, as they ran (auto_explain's nested plans, with the
+   * rows each node read): a function's (the fair claim is tes_claim_fair) and its triggers'.
+   * EXPLAIN of the statement itself shows a function as one Function Scan and a trigger as a
+   * time, so without these a scan of history inside one would pass unseen. Custom plans, then
+   * generic ones (a function's statements switch too, after five runs in a session).
+   */
+  nestedAnalyzed: NestedPlan[];
+  nestedAnalyzedGeneric: NestedPlan[];
 }
 
-interface ExplainRows {
+/** A statement the executor ran, as auto_explain reports it: its text (a function's own statement, a trigger's) and its plan as it ran. */
+export interface NestedPlan {
+  query: string;
+  plan: PlanNode;
+}
+
+/** Each plan of a statement with its kind, for a check to judge them all alike. */
+export function plansToJudge(plans: StatementPlans): [kind: string, plan: PlanNode][] {
+  const top: [string, PlanNode | undefined][] = [
+    ['custom', plans.custom],
+    ['generic', plans.generic],
+    ['analyzed', plans.analyzed],
+    ['generic analyzed', plans.analyzedGeneric],
+  ];
+  return [
+    ...top.filter((e): e is [string, PlanNode] => e[1] !== undefined),
+    ...plans.nestedAnalyzed.map((n): [string, PlanNode] => ['nested analyzed', n.plan]),
+    ...plans.nestedAnalyzedGeneric.map((n): [string, PlanNode] => ['nested generic analyzed', n.plan]),
+  ];
+}
+
+/**
+ * Runs `run` on `client` with auto_explain reporting every statement the executor runs, nested
+ * ones included, as a NOTICE to this client, and returns their plans (the top-level statement's
+ * among them). Superuser only (LOAD), as the tests connect.
+ */
+export async function withNestedPlans(client: pg.Client, run: () => Promise<unknown>): Promise<NestedPlan[]> {
+  const plans: NestedPlan[] = [];
+  const onNotice = (n: { message?: string }) => {
+    const at = n.message?.indexOf('plan:\n') ?? -1;
+    if (at < 0) return;
+    const report = JSON.parse(n.message!.slice(at + 'plan:\n'.length)) as { 'Query Text': string; Plan: PlanNode };
+    plans.push({ query: report['Query Text'], plan: report.Plan });
+  };
+  await client.query(`LOAD 'auto_explain'`);
+  for (const [k, v] of [
+    ['log_min_duration', '0'],
+    ['log_nested_statements', 'on'],
+    ['log_analyze', 'on'],
+    ['log_buffers', 'on'],
+    ['log_timing', 'off'],
+    ['log_format', 'json'],
+    ['log_level', 'notice'],
+  ])
+    await client.query(`SET LOCAL auto_explain.${k} = ${v}`);
+  client.on('notice', onNotice);
+  try {
+    await run();
+  } finally {
+    client.off('notice', onNotice);
+  }
+  return plans;
+}
+
+export interface ExplainRows {
   'QUERY PLAN': { Plan: PlanNode }[];
 }
 const planOf = (res: pg.QueryResult<ExplainRows>): PlanNode => res.rows[0]!['QUERY PLAN'][0]!.Plan;
 
-/** EXPLAIN of a captured statement: with its values, as a generic plan, and run (then rolled back). */
+/** EXPLAIN of a captured statement: with its values, as a generic plan, and run (then rolled back), with what it ran inside. */
 export async function explain(client: pg.Client, s: CapturedStatement): Promise<StatementPlans> {
   const custom = planOf(await client.query<ExplainRows>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values));
   let analyzed: PlanNode | undefined;
+  let nestedAnalyzed: NestedPlan[] = [];
   await client.query('BEGIN');
   try {
-    analyzed = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values));
+    await client.query('SET LOCAL plan_cache_mode = force_custom_plan');
+    nestedAnalyzed = await withNestedPlans(client, async () => {
+      analyzed = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values));
+    });
   } catch {
     analyzed = undefined;
   } finally {
     await client.query('ROLLBACK');
   }
-  if (s.values.length === 0) return { custom, generic: undefined, analyzed, analyzedGeneric: undefined };
+  if (s.values.length === 0) return { custom, generic: undefined, analyzed, analyzedGeneric: undefined, nestedAnalyzed, nestedAnalyzedGeneric: [] };
   await client.query('BEGIN');
   try {
     await client.query('SET LOCAL plan_cache_mode = force_generic_plan');
@@ -211,13 +278,16 @@ export async function explain(client: pg.Client, s: CapturedStatement): Promise<
     const args = s.values.map((v) => literal(client, v)).join(', ');
     const generic = planOf(await client.query<ExplainRows>(`EXPLAIN (FORMAT JSON) EXECUTE tes_plan_check(${args})`));
     let analyzedGeneric: PlanNode | undefined;
+    let nestedAnalyzedGeneric: NestedPlan[] = [];
     await client.query('SAVEPOINT tes_plan_run');
     try {
-      analyzedGeneric = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE tes_plan_check(${args})`));
+      nestedAnalyzedGeneric = await withNestedPlans(client, async () => {
+        analyzedGeneric = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE tes_plan_check(${args})`));
+      });
     } catch {
       await client.query('ROLLBACK TO SAVEPOINT tes_plan_run');
     }
-    return { custom, generic, analyzed, analyzedGeneric };
+    return { custom, generic, analyzed, analyzedGeneric, nestedAnalyzed, nestedAnalyzedGeneric };
   } finally {
     // PREPARE is not transactional: the rollback keeps it, DEALLOCATE drops it
     await client.query('ROLLBACK');

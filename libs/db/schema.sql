@@ -26,6 +26,124 @@ CREATE FUNCTION public.ledger_entries_append_only() RETURNS trigger
     $$;
 
 --
+-- Name: tes_category_share(text, double precision, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tes_category_share(p_category text, p_share double precision, p_own_slots integer, p_live_ms integer) RETURNS TABLE(lim integer, live integer)
+    LANGUAGE sql STABLE
+    AS $$
+      SELECT greatest(1, floor(p_share * (CASE WHEN s.live_slots > 0 THEN s.live_slots ELSE p_own_slots END)))::int, s.live_slots
+        FROM (SELECT coalesce(sum(w.slots), 0)::int AS live_slots FROM worker_slots w
+               WHERE w.category = p_category AND w.heartbeat_at > tes_now() - (p_live_ms * interval '1 millisecond')) s
+    $$;
+
+--
+-- Name: tes_change_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+CREATE SEQUENCE public.tes_change_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: executions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.executions (
+    id text NOT NULL,
+    project_id text NOT NULL,
+    api_key_id text NOT NULL,
+    tool text NOT NULL,
+    model text NOT NULL,
+    category text NOT NULL,
+    status text NOT NULL,
+    arguments jsonb NOT NULL,
+    price_version text NOT NULL,
+    total_steps integer NOT NULL,
+    reserved_micros bigint NOT NULL,
+    charged_micros bigint DEFAULT 0 NOT NULL,
+    cancel_requested boolean DEFAULT false NOT NULL,
+    idempotency_key text NOT NULL,
+    request_digest text NOT NULL,
+    output jsonb,
+    error_code text,
+    error_message text,
+    lease_owner text,
+    lease_expires_at timestamp with time zone,
+    attempts integer DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    started_at timestamp with time zone,
+    finished_at timestamp with time zone,
+    settled_at timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    claims integer DEFAULT 0 NOT NULL,
+    change_seq bigint DEFAULT nextval('public.tes_change_seq'::regclass) NOT NULL,
+    audit_xid xid8 DEFAULT pg_current_xact_id(),
+    CONSTRAINT executions_check CHECK (((charged_micros >= 0) AND (charged_micros <= reserved_micros))),
+    CONSTRAINT executions_reserved_micros_check CHECK ((reserved_micros >= 0)),
+    CONSTRAINT executions_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'needs_review'::text]))),
+    CONSTRAINT executions_total_steps_check CHECK ((total_steps >= 0))
+);
+
+--
+-- Name: tes_claim_fair(text, double precision, integer, text, integer, integer); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.tes_claim_fair(p_category text, p_share double precision, p_own_slots integer, p_owner text, p_lease_ttl_ms integer, p_live_ms integer) RETURNS SETOF public.executions
+    LANGUAGE plpgsql
+    AS $$
+    BEGIN
+      PERFORM pg_advisory_xact_lock(hashtextextended('tes_claim:' || p_category, 0));
+      RETURN QUERY
+      WITH RECURSIVE share AS (
+         SELECT cs.lim FROM tes_category_share(p_category, p_share, p_own_slots, p_live_ms) cs
+       ), running AS (
+         SELECT l.project_id, p.organization_id FROM execution_line l JOIN projects p ON p.id = l.project_id
+          WHERE l.status = 'running' AND l.category = p_category
+       ), by_project AS (
+         SELECT r.project_id, count(*)::int AS n FROM running r GROUP BY r.project_id
+       ), by_org AS (
+         SELECT r.organization_id, count(*)::int AS n FROM running r GROUP BY r.organization_id
+       ), queued_projects AS (
+         (SELECT l.project_id, l.created_at AS head_created_at, l.execution_id AS head_id FROM execution_line l
+           WHERE l.status = 'queued' AND l.category = p_category ORDER BY l.project_id, l.created_at, l.execution_id LIMIT 1)
+         UNION ALL
+         SELECT n.project_id, n.created_at, n.execution_id
+           FROM queued_projects q
+           CROSS JOIN LATERAL (
+             SELECT l.project_id, l.created_at, l.execution_id FROM execution_line l
+              WHERE l.status = 'queued' AND l.category = p_category AND l.project_id > q.project_id
+              ORDER BY l.project_id, l.created_at, l.execution_id LIMIT 1
+           ) n
+       ), pick AS (
+         SELECT qp.head_id AS pick_id
+           FROM queued_projects qp
+           JOIN projects p ON p.id = qp.project_id
+           CROSS JOIN share
+           LEFT JOIN by_project bp ON bp.project_id = qp.project_id
+           LEFT JOIN by_org bo ON bo.organization_id = p.organization_id
+           LEFT JOIN project_category_limits pl ON pl.project_id = qp.project_id AND pl.category = p_category
+          WHERE coalesce(bp.n, 0) < coalesce(pl.max_running, share.lim)
+            AND coalesce(bo.n, 0) < greatest(share.lim, coalesce(pl.max_running, 0))
+          ORDER BY coalesce(bo.n, 0), coalesce(bp.n, 0), qp.head_created_at, qp.head_id
+          LIMIT 1
+       )
+       UPDATE executions
+          SET status = 'running', lease_owner = p_owner || ':' || (executions.claims + 1),
+              lease_expires_at = tes_now() + (p_lease_ttl_ms * interval '1 millisecond'),
+              started_at = coalesce(executions.started_at, tes_now()), claims = executions.claims + 1, updated_at = now()
+        WHERE executions.id = (SELECT pick.pick_id FROM pick) AND executions.status = ANY((SELECT ARRAY['queued'])::text[])
+        RETURNING executions.*;
+    END $$;
+
+--
 -- Name: tes_execution_changed(); Type: FUNCTION; Schema: public; Owner: -
 --
 
@@ -266,10 +384,6 @@ CREATE FUNCTION public.tes_submit_guard(lock_key text, price_version text, proje
       RETURN (SELECT version FROM price_versions ORDER BY seq DESC LIMIT 1) IS NOT DISTINCT FROM price_version;
     END $$;
 
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
 --
 -- Name: api_keys; Type: TABLE; Schema: public; Owner: -
 --
@@ -335,17 +449,6 @@ CREATE TABLE public.execution_line (
 WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='2000');
 
 --
--- Name: tes_change_seq; Type: SEQUENCE; Schema: public; Owner: -
---
-
-CREATE SEQUENCE public.tes_change_seq
-    START WITH 1
-    INCREMENT BY 1
-    NO MINVALUE
-    NO MAXVALUE
-    CACHE 1;
-
---
 -- Name: execution_steps; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -367,46 +470,6 @@ CREATE TABLE public.execution_steps (
     CONSTRAINT execution_steps_cost_micros_check CHECK ((cost_micros >= 0)),
     CONSTRAINT execution_steps_index_check CHECK ((index >= 0)),
     CONSTRAINT execution_steps_status_check CHECK ((status = ANY (ARRAY['running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])))
-);
-
---
--- Name: executions; Type: TABLE; Schema: public; Owner: -
---
-
-CREATE TABLE public.executions (
-    id text NOT NULL,
-    project_id text NOT NULL,
-    api_key_id text NOT NULL,
-    tool text NOT NULL,
-    model text NOT NULL,
-    category text NOT NULL,
-    status text NOT NULL,
-    arguments jsonb NOT NULL,
-    price_version text NOT NULL,
-    total_steps integer NOT NULL,
-    reserved_micros bigint NOT NULL,
-    charged_micros bigint DEFAULT 0 NOT NULL,
-    cancel_requested boolean DEFAULT false NOT NULL,
-    idempotency_key text NOT NULL,
-    request_digest text NOT NULL,
-    output jsonb,
-    error_code text,
-    error_message text,
-    lease_owner text,
-    lease_expires_at timestamp with time zone,
-    attempts integer DEFAULT 0 NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    started_at timestamp with time zone,
-    finished_at timestamp with time zone,
-    settled_at timestamp with time zone,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    claims integer DEFAULT 0 NOT NULL,
-    change_seq bigint DEFAULT nextval('public.tes_change_seq'::regclass) NOT NULL,
-    audit_xid xid8 DEFAULT pg_current_xact_id(),
-    CONSTRAINT executions_check CHECK (((charged_micros >= 0) AND (charged_micros <= reserved_micros))),
-    CONSTRAINT executions_reserved_micros_check CHECK ((reserved_micros >= 0)),
-    CONSTRAINT executions_status_check CHECK ((status = ANY (ARRAY['queued'::text, 'running'::text, 'waiting'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'needs_review'::text]))),
-    CONSTRAINT executions_total_steps_check CHECK ((total_steps >= 0))
 );
 
 --

@@ -40,7 +40,7 @@ import {
 import { addKey, seedHistory } from '@tes/testing';
 import { bearer, useStack, waitForExecution } from '../stack';
 import { openEvents } from '../sse';
-import { captureStatements, explain, scansOf, type CapturedStatement, type ScanFinding } from '../plans';
+import { captureStatements, explain, plansToJudge, scansOf, type CapturedStatement, type ScanFinding } from '../plans';
 
 /** TEST_HISTORY_EXECUTIONS=1000000 runs the same check on a million executions (about 10 minutes to seed here). */
 const HISTORY = Number(process.env.TEST_HISTORY_EXECUTIONS ?? 60_000);
@@ -240,13 +240,7 @@ it(
       for (const s of statements) {
         const plans = await explain(client, s);
         if (plans.analyzed) ran += 1;
-        for (const [kind, plan] of [
-          ['custom', plans.custom],
-          ['generic', plans.generic],
-          ['analyzed', plans.analyzed],
-          ['generic analyzed', plans.analyzedGeneric],
-        ] as const) {
-          if (!plan) continue;
+        for (const [kind, plan] of plansToJudge(plans)) {
           // TEST_PLANS_OUT=file: every statement with the scans of each of its plans, one line each (the list of issue #24)
           if (process.env.TEST_PLANS_OUT) appendFileSync(process.env.TEST_PLANS_OUT, `${kind} ${JSON.stringify(scansOf(plan))} ${describeStatement(s)}\n`);
           const bad = scansOf(plan).filter((f: ScanFinding) => HISTORY_TABLES.has(f.relation) && (f.node === 'Seq Scan' || f.rows > MAX_ROWS));

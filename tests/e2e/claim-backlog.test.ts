@@ -24,7 +24,7 @@ import {
   startStep,
 } from '@tes/db';
 import { createTestDatabase, seedHistory, type TestDatabase } from '@tes/testing';
-import { captureStatements, explain, scansOf, type CapturedStatement } from '../plans';
+import { captureStatements, explain, plansToJudge, scansOf, type CapturedStatement } from '../plans';
 
 const QUEUED = 3_000;
 const QUEUED_PROJECTS = 30;
@@ -126,13 +126,7 @@ test('the fair claim, and the worker statements by id, read what they need, not 
   try {
     for (const st of statements) {
       const plans = await explain(client, st);
-      for (const [kind, plan] of [
-        ['custom', plans.custom],
-        ['generic', plans.generic],
-        ['generic analyzed', plans.analyzedGeneric],
-        ['analyzed', plans.analyzed],
-      ] as const) {
-        if (!plan) continue;
+      for (const [kind, plan] of plansToJudge(plans)) {
         const read = scansOf(plan)
           .filter((f) => f.relation === 'executions')
           .reduce((n, f) => n + f.rows, 0);

@@ -13,7 +13,7 @@ import {
   vacuumExecutionLine,
 } from '@tes/db';
 import { seedProject, submitTestExecution, useTestDatabase, type SeededProject } from '@tes/testing';
-import { statementsDuring } from '../../../tests/plans';
+import { statementsDuring, withNestedPlans } from '../../../tests/plans';
 
 /**
  * execution_line (migration 20261127000020): the queued and running executions, kept by
@@ -105,7 +105,11 @@ interface BufferNode {
   Plans?: BufferNode[];
 }
 
-/** The shared buffers the fair claim reads from execution_line (its scans' own), run with EXPLAIN ANALYZE in a transaction rolled back. */
+/**
+ * The shared buffers the fair claim's pick reads from execution_line (its scans' own, not its
+ * triggers'), run in a transaction rolled back: the pick is tes_claim_fair's statement, read as
+ * it ran through auto_explain.
+ */
 async function claimBuffers(category: string): Promise<number> {
   const [s] = (
     await statementsDuring(database.name, async () => {
@@ -116,7 +120,7 @@ async function claimBuffers(category: string): Promise<number> {
         await trx.rollback();
       }
     })
-  ).filter((st) => st.text.includes('WITH RECURSIVE slots'));
+  ).filter((st) => st.text.includes('tes_claim_fair('));
   const client = new pg.Client({ connectionString: database.url });
   await client.connect();
   try {
@@ -124,10 +128,12 @@ async function claimBuffers(category: string): Promise<number> {
     // the line's indexes, whatever the planner would choose for a table this small (a sequential
     // scan of a page or two): the churn they carry is what is measured
     await client.query('SET LOCAL enable_seqscan = off');
-    const res = await client.query<{ 'QUERY PLAN': { Plan: BufferNode }[] }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${s!.text}`, s!.values);
+    const nested = await withNestedPlans(client, () => client.query(s!.text, s!.values));
+    const pick = nested.filter((n) => n.query.includes('WITH RECURSIVE share'));
+    expect(pick).toHaveLength(1);
     const onLine = (n: BufferNode): number =>
       n['Relation Name'] === 'execution_line' ? n['Shared Hit Blocks'] + n['Shared Read Blocks'] : (n.Plans ?? []).reduce((sum, c) => sum + onLine(c), 0);
-    return onLine(res.rows[0]!['QUERY PLAN'][0]!.Plan);
+    return onLine(pick[0]!.plan as unknown as BufferNode);
   } finally {
     await client.query('ROLLBACK');
     await client.end();

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { categoryQueueStates, claimNextFair, MAX_ATTEMPTS, queuePlaces, reapExpiredLeases } from '@tes/db';
 import { seedProject, submitTestExecution, useTestDatabase } from '@tes/testing';
-import { explain, scansOf, statementsDuring, type CapturedStatement } from '../../../tests/plans';
+import { scansOf, statementsDuring, withNestedPlans, type CapturedStatement, type ExplainRows } from '../../../tests/plans';
 
 /**
  * executions_lease_idx is the reaper's (migration 20261127000010). At 10 M executions the planner
@@ -16,8 +16,9 @@ import { explain, scansOf, statementsDuring, type CapturedStatement } from '../.
  */
 const { db, database } = useTestDatabase({ poolMax: 2 });
 
+/** The statements `run` sends that read executions, themselves or in a function they call (the fair claim's tes_claim_fair). */
 async function statementsOf(run: () => Promise<unknown>): Promise<CapturedStatement[]> {
-  return (await statementsDuring(database.name, run)).filter((s) => /\bexecutions\b/.test(s.text));
+  return (await statementsDuring(database.name, run)).filter((s) => /\bexecutions\b|\btes_claim_fair\(/.test(s.text));
 }
 
 /**
@@ -29,8 +30,10 @@ async function reachesLeaseIndex(client: pg.Client, s: CapturedStatement): Promi
   try {
     await client.query(`UPDATE pg_index SET indisvalid = false WHERE indrelid = 'executions'::regclass AND indexrelid <> 'executions_lease_idx'::regclass`);
     await client.query('SET LOCAL enable_seqscan = off');
-    const plans = await explain(client, s);
-    return scansOf(plans.custom).some((f) => f.relation === 'executions' && f.node !== 'Seq Scan');
+    const custom = (await client.query<ExplainRows>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values)).rows[0]!['QUERY PLAN'][0]!.Plan;
+    // what it runs inside (a function's statements), as they ran: set aside the same way
+    const nested = await withNestedPlans(client, () => client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values));
+    return [custom, ...nested.map((n) => n.plan)].some((plan) => scansOf(plan).some((f) => f.relation === 'executions' && f.node !== 'Seq Scan'));
   } finally {
     await client.query('ROLLBACK');
   }

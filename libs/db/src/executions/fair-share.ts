@@ -28,123 +28,60 @@ export interface FairClaimInput {
 }
 
 /**
- * The limit SQL of a category: the default (the share of the live slots, at least 1) and each
- * project's, an operator's override first. Shared by the claim and the admin's view, so both
- * read the same numbers. Needs the bindings :category, :share and :ownSlots.
+ * The default limit of a category (the share of its live slots, at least 1) and its live
+ * slots, as the claim computes them: tes_category_share (migration 20261127000030), the one
+ * definition. Needs the bindings :category, :share, :ownSlots and :liveMs.
  */
-const DEFAULT_LIMIT_CTE = `slots AS (
-     SELECT coalesce(sum(slots), 0)::int AS live FROM worker_slots
-      WHERE category = :category AND heartbeat_at > tes_now() - (${WORKER_SLOTS_LIVE_MS} * interval '1 millisecond')
-   ), share AS (
-     SELECT greatest(1, floor(:share::float8 * (CASE WHEN live > 0 THEN live ELSE :ownSlots::int END)))::int AS lim, live FROM slots
-   )`;
-
-/**
- * The running work of a category, by project and by organization. Bounded by what runs: the
- * slots, plus leases that expired and are not yet reaped (execution_line_running_idx, migration
- * 20261127000020). `running` counts an execution from its claim to its end, handed back ones
- * included: they were started, and come back by id.
- */
-const RUNNING_CTE = `running AS (
-     SELECT l.project_id, p.organization_id FROM execution_line l JOIN projects p ON p.id = l.project_id
-      WHERE l.status = 'running' AND l.category = :category
-   ), by_project AS (
-     SELECT project_id, count(*)::int AS n FROM running GROUP BY project_id
-   ), by_org AS (
-     SELECT organization_id, count(*)::int AS n FROM running GROUP BY organization_id
-   )`;
-
-/**
- * The projects with queued work in a category, each with its head, one index probe each (a skip
- * scan of execution_line_queued_idx): the claim costs the number of such projects, not the
- * number of queued executions, nor any history. The index is ordered by (project_id,
- * created_at, execution_id), so the first entry past the previous project is the next
- * project's head: the probe that finds a project finds its head too (a second probe per project
- * for the head was a third of the claim's buffers at 10 M executions of history,
- * docs/performance.md). execution_line holds the live line only, so the walk never steps over
- * the executions that passed through it (as a partial index of executions did until a vacuum
- * cleaned its indexes, which at 10 M rows VACUUM skips: migration 20261127000020).
- */
-const QUEUED_PROJECTS_CTE = `queued_projects AS (
-     (SELECT project_id, created_at AS head_created_at, execution_id AS head_id FROM execution_line
-       WHERE status = 'queued' AND category = :category ORDER BY project_id, created_at, execution_id LIMIT 1)
-     UNION ALL
-     SELECT n.project_id, n.created_at, n.execution_id
-       FROM queued_projects q
-       CROSS JOIN LATERAL (
-         SELECT l.project_id, l.created_at, l.execution_id FROM execution_line l
-          WHERE l.status = 'queued' AND l.category = :category AND l.project_id > q.project_id
-          ORDER BY l.project_id, l.created_at, l.execution_id LIMIT 1
-       ) n
-   )`;
-
-/**
- * The fair pick (docs/architecture.md#fair-share-of-the-worker-slots): among the projects with queued work in the category
- * that are under their limit, and whose organization is under its limit, the one with
- *   1. the fewest running executions of the category in its organization, then
- *   2. the fewest running in the project, then
- *   3. the oldest head (created_at, then id),
- * and of that project its head: first in, first out. A project's limit is the operator's
- * override, else the share of the live slots (at least 1); its organization's is the share,
- * or that override when it is higher (an override lifts its project, not only a share of the
- * organization's bound).
- *
- * The picked row is updated by its id, one probe of the primary key whatever the statistics
- * say, and its status re-checked (a previous-release worker may have claimed it since the
- * snapshot) through statusGuard. Joined as `FROM pick WHERE id = pick_id AND status =
- * 'queued'`, the plan walked every queued row of executions_lease_idx and ran the pick once
- * per row: 3.2 s and 8 M buffers per claim behind a 10,000-execution backlog, longer than the
- * claim lock's timeout, so B5 fell to 0.27/s at 1 M executions of history (issue #24;
- * tests/e2e/claim-backlog.test.ts).
- */
-const FAIR_CLAIM_SQL = `WITH RECURSIVE ${DEFAULT_LIMIT_CTE}, ${RUNNING_CTE}, ${QUEUED_PROJECTS_CTE}, pick AS (
-     SELECT qp.head_id AS pick_id
-       FROM queued_projects qp
-       JOIN projects p ON p.id = qp.project_id
-       CROSS JOIN share
-       LEFT JOIN by_project bp ON bp.project_id = qp.project_id
-       LEFT JOIN by_org bo ON bo.organization_id = p.organization_id
-       LEFT JOIN project_category_limits l ON l.project_id = qp.project_id AND l.category = :category
-      WHERE coalesce(bp.n, 0) < coalesce(l.max_running, share.lim)
-        AND coalesce(bo.n, 0) < greatest(share.lim, coalesce(l.max_running, 0))
-      ORDER BY coalesce(bo.n, 0), coalesce(bp.n, 0), qp.head_created_at, qp.head_id
-      LIMIT 1
-   )
-   UPDATE executions
-      SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
-          lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
-          started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-    WHERE executions.id = (SELECT pick_id FROM pick) AND ${statusGuard('executions.status', ['queued'])}
-    RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(executions.id) AS steps_recorded`;
+const SHARE_CTE = `share AS (SELECT lim, live FROM tes_category_share(:category, :share::float8, :ownSlots::int, :liveMs::int))`;
 
 /**
  * Claims the next queued execution of a category in the fair order, with a lease (as
- * claimExecution does); null when nothing queued in it is under its limits. Claims of one
- * category are serialized by a transaction-scoped advisory lock, taken before the pick's
- * statement so its snapshot sees every claim committed before it: the limits hold exactly
- * however many workers claim at once. The lock is held for one statement: a claim costs a few
- * index probes per project with queued work (EXPLAIN in docs/architecture.md#fair-share-of-the-worker-slots).
+ * claimExecution does); null when nothing queued in it is under its limits. One statement,
+ * tes_claim_fair (migration 20261127000030), so the claim is decided in one round trip:
+ *
+ * - The fair pick (docs/architecture.md#fair-share-of-the-worker-slots): among the projects with
+ *   queued work in the category that are under their limit, and whose organization is under
+ *   its limit, the one with the fewest running executions of the category in its organization,
+ *   then the fewest running in the project, then the oldest head (created_at, then id); and of
+ *   that project its head: first in, first out. A project's limit is the operator's override,
+ *   else the share of the live slots (at least 1); its organization's is the share, or that
+ *   override when it is higher.
+ * - Claims of one category are serialized by a transaction-scoped advisory lock, taken before
+ *   the pick's statement so its snapshot sees every claim committed before it: the limits hold
+ *   exactly however many workers claim at once. The lock is held inside the server, for the
+ *   pick and the statement's commit, never across a round trip to this process (held across
+ *   two, it measured 15 ms a claim on a saturated machine where the pick runs in 0.5 ms).
+ * - Cost: one probe of execution_line_queued_idx per project with queued work (a skip scan: the
+ *   probe that finds a project finds its head), the running work from execution_line, and the
+ *   picked row updated by its id, one probe of the primary key whatever the statistics say
+ *   (joined instead, the plan once walked every queued row and ran the pick once per row:
+ *   tests/e2e/claim-backlog.test.ts). No history enters it: execution_line holds the live line.
  *
  * A worker of the previous release claims by id (claimExecution without the pick): it may run
  * work beyond a limit during a rolling deploy. The UPDATE re-checks `status = 'queued'`, so
  * when such a claim takes the picked row first this returns null and the caller tries again on
- * its next message or finish.
+ * its next message or finish. steps_recorded is read after the claim, with a fresh snapshot
+ * (tes_steps_recorded, migration 20261126000022).
  */
 export async function claimNextFair(db: Knex, input: FairClaimInput): Promise<ClaimedExecution | null> {
-  return db.transaction(async (trx) => {
-    await trx.raw(`SELECT pg_advisory_xact_lock(hashtextextended('tes_claim:' || ?::text, 0))`, [input.category]);
-    const res = await prepared<{ rows: (ExecutionRow & { steps_recorded: boolean })[] }>(trx, 'tes_claim_fair', FAIR_CLAIM_SQL, {
+  const res = await prepared<{ rows: (ExecutionRow & { steps_recorded: boolean })[] }>(
+    db,
+    'tes_claim_fair',
+    `SELECT ${EXECUTION_SELECT}, tes_steps_recorded(c.id) AS steps_recorded
+       FROM tes_claim_fair(:category, :share::float8, :ownSlots::int, :owner, :leaseTtlMs::int, :liveMs::int) c`,
+    {
       category: input.category,
       share: input.share,
       ownSlots: input.ownSlots,
       owner: input.owner,
       leaseTtlMs: input.leaseTtlMs,
-    });
-    const row = res.rows[0];
-    if (!row) return null;
-    const e = toExecution(row);
-    return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
-  });
+      liveMs: WORKER_SLOTS_LIVE_MS,
+    },
+  );
+  const row = res.rows[0];
+  if (!row) return null;
+  const e = toExecution(row);
+  return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
 }
 
 /**
@@ -256,7 +193,7 @@ export async function categoryQueue(db: Knex, input: { category: string; share: 
       total_queued: number;
     }[];
   }>(
-    `WITH ${DEFAULT_LIMIT_CTE}, per_project AS (
+    `WITH ${SHARE_CTE}, per_project AS (
        SELECT project_id, sum(r)::int AS running, sum(q)::int AS queued, min(oldest) AS oldest FROM (
          SELECT project_id, count(*) AS r, 0 AS q, NULL::timestamptz AS oldest FROM execution_line
           WHERE status = 'running' AND category = :category GROUP BY project_id
@@ -276,7 +213,7 @@ export async function categoryQueue(db: Knex, input: { category: string; share: 
        LEFT JOIN projects p ON p.id = top.project_id
        LEFT JOIN project_category_limits l ON l.project_id = top.project_id AND l.category = :category
       ORDER BY top.running + top.queued DESC, top.project_id`,
-    { category: input.category, share: input.share, ownSlots: 1, top: input.top },
+    { category: input.category, share: input.share, ownSlots: 1, liveMs: WORKER_SLOTS_LIVE_MS, top: input.top },
   );
   const first = res.rows[0]!;
   return {
