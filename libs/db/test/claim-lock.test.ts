@@ -51,3 +51,23 @@ it('a claimer that stalls after sending its claim holds no lock: its claim is ma
     await relay.close();
   }
 });
+
+it("waits for the lock the previous release's claim holds, so a rolling deploy's claims of a category stay serialized", async () => {
+  const category = 'mixed-releases';
+  const { priceVersion } = await publishPrices(db, { 'test.sleep': 1 });
+  const p = await seedProject(db, { creditMicros: 100_000 });
+  const id = await submitTestExecution(db, p, { priceVersion, category });
+  // the previous release claimed in a transaction of its own: BEGIN, this lock, its pick, COMMIT
+  const previous = await db.transaction();
+  try {
+    await previous.raw(`SELECT pg_advisory_xact_lock(hashtextextended('tes_claim:' || ?::text, 0))`, [category]);
+    let done = false;
+    const claiming = claimNextFair(db, { category, owner: 'wrk_new', leaseTtlMs: 60_000, share: 1, ownSlots: 4 }).finally(() => (done = true));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(done).toBe(false); // in line behind the previous release's claim
+    await previous.commit();
+    expect((await claiming)?.id).toBe(id);
+  } finally {
+    if (!previous.isCompleted()) await previous.rollback();
+  }
+});
