@@ -217,9 +217,13 @@ export function plansToJudge(plans: StatementPlans): [kind: string, plan: PlanNo
 }
 
 /**
- * Runs `run` on `client` with auto_explain reporting every statement the executor runs, nested
- * ones included, as a NOTICE to this client, and returns their plans (the top-level statement's
- * among them). Superuser only (LOAD), as the tests connect.
+ * Runs `run` on `client`, inside its open transaction, with auto_explain reporting every
+ * statement the executor runs, nested ones included, as a NOTICE to this client; returns their
+ * plans. A statement under EXPLAIN ANALYZE is reported itself too; one run bare is reported
+ * with its next statement (node-postgres reads the notice after the answer), its nested ones
+ * before its answer. Superuser only (LOAD), as the tests connect. Throws when the reporting
+ * cannot be set up (no transaction open, auto_explain missing), so a check cannot pass on plans
+ * it never saw; a failure of `run` itself is passed on.
  */
 export async function withNestedPlans(client: pg.Client, run: () => Promise<unknown>): Promise<NestedPlan[]> {
   const plans: NestedPlan[] = [];
@@ -231,21 +235,31 @@ export async function withNestedPlans(client: pg.Client, run: () => Promise<unkn
   };
   await client.query(`LOAD 'auto_explain'`);
   for (const [k, v] of [
-    ['log_min_duration', '0'],
-    ['log_nested_statements', 'on'],
-    ['log_analyze', 'on'],
-    ['log_buffers', 'on'],
-    ['log_timing', 'off'],
-    ['log_format', 'json'],
-    ['log_level', 'notice'],
+    ['client_min_messages', 'notice'],
+    ['auto_explain.log_min_duration', '0'],
+    ['auto_explain.log_nested_statements', 'on'],
+    ['auto_explain.log_analyze', 'on'],
+    ['auto_explain.log_buffers', 'on'],
+    ['auto_explain.log_timing', 'off'],
+    ['auto_explain.log_format', 'json'],
+    ['auto_explain.log_level', 'notice'],
   ])
-    await client.query(`SET LOCAL auto_explain.${k} = ${v}`);
+    await client.query(`SET LOCAL ${k} = ${v}`);
+  // SET LOCAL outside a transaction is only a warning, and sets nothing
+  const level = await client.query<{ l: string }>(`SELECT current_setting('auto_explain.log_level') AS l`);
+  if (level.rows[0]?.l !== 'notice') throw new Error('withNestedPlans: auto_explain is not reporting (is a transaction open?)');
   client.on('notice', onNotice);
   try {
     await run();
   } finally {
     client.off('notice', onNotice);
   }
+  return plans;
+}
+
+/** The nested plans of a run that succeeded: at least the statement's own, else the reporting is broken. */
+function reported(plans: NestedPlan[], s: CapturedStatement): NestedPlan[] {
+  if (plans.length === 0) throw new Error(`auto_explain reported no plan for a statement that ran: ${s.text.slice(0, 120)}`);
   return plans;
 }
 
@@ -262,11 +276,16 @@ export async function explain(client: pg.Client, s: CapturedStatement): Promise<
   await client.query('BEGIN');
   try {
     await client.query('SET LOCAL plan_cache_mode = force_custom_plan');
-    nestedAnalyzed = await withNestedPlans(client, async () => {
-      analyzed = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values));
+    let ran = false;
+    const nested = await withNestedPlans(client, async () => {
+      try {
+        analyzed = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values));
+        ran = true;
+      } catch {
+        analyzed = undefined; // it fails when run again with its values (e.g. a unique key it already used)
+      }
     });
-  } catch {
-    analyzed = undefined;
+    if (ran) nestedAnalyzed = reported(nested, s);
   } finally {
     await client.query('ROLLBACK');
   }
@@ -279,14 +298,17 @@ export async function explain(client: pg.Client, s: CapturedStatement): Promise<
     const generic = planOf(await client.query<ExplainRows>(`EXPLAIN (FORMAT JSON) EXECUTE tes_plan_check(${args})`));
     let analyzedGeneric: PlanNode | undefined;
     let nestedAnalyzedGeneric: NestedPlan[] = [];
-    await client.query('SAVEPOINT tes_plan_run');
-    try {
-      nestedAnalyzedGeneric = await withNestedPlans(client, async () => {
+    let ran = false;
+    const nested = await withNestedPlans(client, async () => {
+      await client.query('SAVEPOINT tes_plan_run');
+      try {
         analyzedGeneric = planOf(await client.query<ExplainRows>(`EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE tes_plan_check(${args})`));
-      });
-    } catch {
-      await client.query('ROLLBACK TO SAVEPOINT tes_plan_run');
-    }
+        ran = true;
+      } catch {
+        await client.query('ROLLBACK TO SAVEPOINT tes_plan_run');
+      }
+    });
+    if (ran) nestedAnalyzedGeneric = reported(nested, s);
     return { custom, generic, analyzed, analyzedGeneric, nestedAnalyzed, nestedAnalyzedGeneric };
   } finally {
     // PREPARE is not transactional: the rollback keeps it, DEALLOCATE drops it

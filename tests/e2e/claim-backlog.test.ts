@@ -126,6 +126,9 @@ test('the fair claim, and the worker statements by id, read what they need, not 
   try {
     for (const st of statements) {
       const plans = await explain(client, st);
+      if (st.name === 'tes_claim_fair')
+        // EXPLAIN shows the claim as a Function Scan: its pick is judged in the function's own plans
+        for (const nested of [plans.nestedAnalyzed, plans.nestedAnalyzedGeneric]) expect(nested.map((n) => n.query).join('\n')).toContain('UPDATE executions');
       for (const [kind, plan] of plansToJudge(plans)) {
         const read = scansOf(plan)
           .filter((f) => f.relation === 'executions')

@@ -7,7 +7,7 @@ import { seedProject, startTcpRelay, submitTestExecution, useTestDatabase } from
  * PostgreSQL. So a claimer whose process stalls after sending its claim (an event loop busy on a
  * saturated machine, a GC pause, a slow network) holds nothing, and the category's next claim goes
  * on. Held across the client's round trips, as it was, the lock waited on the slowest claimer's
- * process: 15 ms a claim under B5 for a 0.5 ms pick (docs/performance.md).
+ * process: 15 ms a claim under B5 for a 0.5 ms pick (docs/performance.md#the-claims-lock).
  */
 const { db, database } = useTestDatabase({ poolMax: 2 });
 

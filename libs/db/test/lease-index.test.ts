@@ -33,6 +33,7 @@ async function reachesLeaseIndex(client: pg.Client, s: CapturedStatement): Promi
     const custom = (await client.query<ExplainRows>(`EXPLAIN (FORMAT JSON) ${s.text}`, s.values)).rows[0]!['QUERY PLAN'][0]!.Plan;
     // what it runs inside (a function's statements), as they ran: set aside the same way
     const nested = await withNestedPlans(client, () => client.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${s.text}`, s.values));
+    if (s.text.includes('tes_claim_fair(')) expect(nested.map((n) => n.query).join('\n')).toContain('UPDATE executions'); // the pick, judged where it runs
     return [custom, ...nested.map((n) => n.plan)].some((plan) => scansOf(plan).some((f) => f.relation === 'executions' && f.node !== 'Seq Scan'));
   } finally {
     await client.query('ROLLBACK');

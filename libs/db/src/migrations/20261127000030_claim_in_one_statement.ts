@@ -10,8 +10,12 @@ import type { Knex } from 'knex';
  * answer to the COMMIT. On a saturated machine those waited on the worker's event loop and the
  * scheduler, not on the database: B5 measured the lock held 15 ms a claim where the pick runs in
  * 0.5 ms, so a category claimed at most ~70 executions a second, and every claimer waited
- * 46–64 ms in line for the lock (docs/performance.md). Inside one statement the lock is held for
- * the pick and the commit, whatever the worker's process does meanwhile.
+ * 46–64 ms in line for the lock (docs/performance.md#the-claims-lock). Inside one statement the
+ * lock is held for the pick and the commit, whatever the worker's process does meanwhile. The
+ * worker sends it outside a transaction; inside one, the lock would last until that ends.
+ *
+ * The status guard is statusGuard('executions.status', ['queued']) as it read when this was
+ * written; a migration is fixed once shipped, so later changes to the guard do not reach it.
  *
  * Same guarantees: the pick is the function's own statement, and a VOLATILE function's statement
  * takes a fresh snapshot (READ COMMITTED) after the lock is granted, so it sees every claim
