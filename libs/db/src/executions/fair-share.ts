@@ -5,9 +5,8 @@
  */
 import type { Knex } from 'knex';
 import { prepared } from '../prepared';
-import { EXECUTION_SELECT, toExecution, type ExecutionRow } from './records';
-import type { ClaimedExecution } from './lease';
-import { statusGuard } from './status-guard';
+import { EXECUTION_SELECT } from './records';
+import { claimByIdFrom, claimedFrom, type ClaimedExecution, type ClaimRow } from './lease';
 
 /** How often a worker writes its slots to worker_slots. */
 export const WORKER_SLOTS_HEARTBEAT_MS = 10_000;
@@ -64,7 +63,7 @@ const SHARE_CTE = `share AS (SELECT lim, live FROM tes_category_share(:category,
  * (tes_steps_recorded, migration 20261126000022).
  */
 export async function claimNextFair(db: Knex, input: FairClaimInput): Promise<ClaimedExecution | null> {
-  const res = await prepared<{ rows: (ExecutionRow & { steps_recorded: boolean })[] }>(
+  const res = await prepared<{ rows: ClaimRow[] }>(
     db,
     'tes_claim_fair',
     `SELECT ${EXECUTION_SELECT}, tes_steps_recorded(c.id) AS steps_recorded
@@ -78,10 +77,7 @@ export async function claimNextFair(db: Knex, input: FairClaimInput): Promise<Cl
       liveMs: WORKER_SLOTS_LIVE_MS,
     },
   );
-  const row = res.rows[0];
-  if (!row) return null;
-  const e = toExecution(row);
-  return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
+  return claimedFrom(res.rows);
 }
 
 /**
@@ -91,22 +87,7 @@ export async function claimNextFair(db: Knex, input: FairClaimInput): Promise<Cl
  * stepsRecorded). Index: the primary key.
  */
 export async function resumeExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ClaimedExecution | null> {
-  const res = await prepared<{ rows: (ExecutionRow & { steps_recorded: boolean })[] }>(
-    db,
-    'tes_resume',
-    `UPDATE executions
-        SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
-            lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
-            started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-      WHERE id = :id AND ${statusGuard('status', ['running', 'waiting'])}
-        AND (lease_owner IS NULL OR lease_expires_at < tes_now())
-      RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(id) AS steps_recorded`,
-    { owner, leaseTtlMs, id },
-  );
-  const row = res.rows[0];
-  if (!row) return null;
-  const e = toExecution(row);
-  return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
+  return claimByIdFrom(db, 'tes_resume', ['running', 'waiting'], { owner, leaseTtlMs, id });
 }
 
 /**

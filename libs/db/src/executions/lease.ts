@@ -1,5 +1,6 @@
 /** Who holds an execution: claim, renew, give back, wait on a provider, hand to an operator. */
 import type { Knex } from 'knex';
+import type { ExecutionStatus } from '@tes/core';
 import { prepared } from '../prepared';
 import { EXECUTION_SELECT, toExecution, type ExecutionRecord, type ExecutionRow } from './records';
 import { statusGuard } from './status-guard';
@@ -36,22 +37,43 @@ export type ClaimedExecution = ExecutionRecord & {
  * not count it. Index: the primary key.
  */
 export async function claimExecution(db: Knex, id: string, owner: string, leaseTtlMs: number): Promise<ClaimedExecution | null> {
-  const res = await prepared<{ rows: (ExecutionRow & { steps_recorded: boolean })[] }>(
+  return claimByIdFrom(db, 'tes_claim', ['queued', 'running', 'waiting'], { owner, leaseTtlMs, id });
+}
+
+/** A claimed execution's row: the execution's columns and whether it has steps (tes_steps_recorded, read after the claim). */
+export type ClaimRow = ExecutionRow & { steps_recorded: boolean };
+
+/** The execution a claim's statement returned, with its lease; null when it claimed nothing. */
+export function claimedFrom(rows: ClaimRow[]): ClaimedExecution | null {
+  const row = rows[0];
+  if (!row) return null;
+  const e = toExecution(row);
+  return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
+}
+
+/**
+ * A claim by id from the given states, when its lease is free or expired: the claim's lease is
+ * `<owner>:<claims>`, until the database's clock plus the TTL (claimExecution, resumeExecution).
+ */
+export async function claimByIdFrom(
+  db: Knex,
+  name: string,
+  from: ExecutionStatus[],
+  bindings: { owner: string; leaseTtlMs: number; id: string },
+): Promise<ClaimedExecution | null> {
+  const res = await prepared<{ rows: ClaimRow[] }>(
     db,
-    'tes_claim',
+    name,
     `UPDATE executions
         SET status = 'running', lease_owner = :owner || ':' || (claims + 1),
             lease_expires_at = tes_now() + (:leaseTtlMs * interval '1 millisecond'),
             started_at = coalesce(started_at, tes_now()), claims = claims + 1, updated_at = now()
-      WHERE id = :id AND ${statusGuard('status', ['queued', 'running', 'waiting'])}
+      WHERE id = :id AND ${statusGuard('status', from)}
         AND (lease_owner IS NULL OR lease_expires_at < tes_now())
       RETURNING ${EXECUTION_SELECT}, tes_steps_recorded(id) AS steps_recorded`,
-    { owner, leaseTtlMs, id },
+    bindings,
   );
-  const row = res.rows[0];
-  if (!row) return null;
-  const e = toExecution(row);
-  return { ...e, lease: e.leaseOwner!, stepsRecorded: row.steps_recorded };
+  return claimedFrom(res.rows);
 }
 
 /**
