@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { verifyWebhook } from '@tes/client';
 import { createWebhookEndpoint, listWebhookDeliveries } from '@tes/db';
 import { startGateway, type RunningGateway } from '../../services/gateway/src/server';
@@ -191,6 +191,35 @@ describe('a gateway stopping', () => {
       expect(stopped).toBe('stopped');
     } finally {
       agent.destroy();
+      await stopGateway(g);
+    }
+  });
+
+  it("closes connections that have sent no whole request (a browser's preconnect, a head on its way): they held the stop until its deadline", async () => {
+    const g = await startGateway(stack.config, stack.logger);
+    const open = (head: string) =>
+      new Promise<net.Socket>((resolve, reject) => {
+        const socket = net.connect(g.port, '127.0.0.1', () => {
+          if (head) socket.write(head);
+          resolve(socket);
+        });
+        socket.on('error', reject);
+      });
+    const preconnected = await open('');
+    const halfway = await open('GET /tools/project HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    const closed = (s: net.Socket) => new Promise<void>((r) => (s.destroyed ? r() : s.once('close', () => r())));
+    try {
+      await new Promise((r) => setTimeout(r, 100)); // both are accepted
+      const stopping = g.parts
+        .find((part) => part.name === 'http')!
+        .stop()
+        .then(() => 'stopped');
+      const stopped = await Promise.race([stopping, new Promise((r) => setTimeout(() => r('still open after 3 s'), 3_000))]);
+      expect(stopped).toBe('stopped');
+      await Promise.all([closed(preconnected), closed(halfway)]);
+    } finally {
+      preconnected.destroy();
+      halfway.destroy();
       await stopGateway(g);
     }
   });

@@ -1,6 +1,6 @@
 import { openSharedParts } from '@tes/boot';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { type Config } from '@tes/config';
 import { KeyChangeListener, markOutboxPublished, pingDb } from '@tes/db';
 import { OutboxDispatcher } from '@tes/messaging';
@@ -14,6 +14,12 @@ import { KeyCache } from './key-cache';
 import { UsageCounter } from './usage-counter';
 import { ChangeHub } from './push/change-hub';
 import { HeldConnections } from './push/held-connections';
+
+/**
+ * How long a stopping gateway lets connections with no request in flight send one (a head on
+ * its way) before it closes them; then a drain still waiting logs what for (gateway.drain.waiting).
+ */
+const DRAIN_GRACE_MS = 1_000;
 
 export interface RunningGateway {
   port: number;
@@ -87,10 +93,34 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   // deadline, answered all the while. So a request that arrives meanwhile is answered with
   // Connection: close, and idle connections are closed again every 50 ms until the last one
   // is gone (an answer sent before its request's body was read is idle only once the body is in).
+  // Node does not count as idle a connection that has not sent a whole request: a browser's
+  // preconnected socket (Chromium opens them ahead of need) or a request's head still on its
+  // way. Those held a console page's gateway until its deadline; after DRAIN_GRACE_MS every
+  // connection with no request in flight is closed, and no answer is cut.
   let draining = false;
-  server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
-    if (draining) res.shouldKeepAlive = false;
+  const inFlight = new Set<{ what: string; socket: Socket }>();
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
   });
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (draining) res.shouldKeepAlive = false;
+    // what a long drain waits for, named in its log (method and path: no query, no key)
+    const entry = { what: `${req.method} ${(req.url ?? '').split('?')[0]}`, socket: req.socket };
+    inFlight.add(entry);
+    res.on('close', () => inFlight.delete(entry));
+  });
+  const closeUnused = (): number => {
+    const busy = new Set([...inFlight].map((r) => r.socket));
+    let closed = 0;
+    for (const socket of sockets)
+      if (!busy.has(socket)) {
+        socket.destroy();
+        closed += 1;
+      }
+    return closed;
+  };
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, () => resolve());
@@ -133,8 +163,20 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
           new Promise<void>((resolve) => {
             draining = true;
             const sweep = setInterval(() => server.closeIdleConnections(), 50).unref();
+            const grace = setTimeout(() => {
+              const closed = closeUnused();
+              if (closed > 0) logger.info('gateway.drain.closed_unused', { connections: closed });
+              // still waiting: answers in flight (a slow upload, a download), named
+              if (inFlight.size > 0)
+                logger.warn('gateway.drain.waiting', {
+                  afterMs: DRAIN_GRACE_MS,
+                  closedWithoutRequest: closed,
+                  requests: [...inFlight].slice(0, 20).map((r) => r.what),
+                });
+            }, DRAIN_GRACE_MS).unref();
             server.close(() => {
               clearInterval(sweep);
+              clearTimeout(grace);
               resolve();
             });
             server.closeIdleConnections();
