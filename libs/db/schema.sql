@@ -105,7 +105,8 @@ CREATE FUNCTION public.tes_claim_fair(p_category text, p_share double precision,
       WITH RECURSIVE share AS (
          SELECT cs.lim FROM tes_category_share(p_category, p_share, p_own_slots, p_live_ms) cs
        ), running AS (
-         SELECT l.project_id, p.organization_id FROM execution_line l JOIN projects p ON p.id = l.project_id
+         SELECT l.project_id, (SELECT p.organization_id FROM projects p WHERE p.id = l.project_id) AS organization_id
+           FROM execution_line l
           WHERE l.status = 'running' AND l.category = p_category
        ), by_project AS (
          SELECT r.project_id, count(*)::int AS n FROM running r GROUP BY r.project_id
@@ -122,17 +123,20 @@ CREATE FUNCTION public.tes_claim_fair(p_category text, p_share double precision,
               WHERE l.status = 'queued' AND l.category = p_category AND l.project_id > q.project_id
               ORDER BY l.project_id, l.created_at, l.execution_id LIMIT 1
            ) n
-       ), pick AS (
-         SELECT qp.head_id AS pick_id
+       ), heads AS (
+         SELECT qp.project_id, qp.head_created_at, qp.head_id,
+                (SELECT p.organization_id FROM projects p WHERE p.id = qp.project_id) AS organization_id
            FROM queued_projects qp
-           JOIN projects p ON p.id = qp.project_id
+       ), pick AS (
+         SELECT h.head_id AS pick_id
+           FROM heads h
            CROSS JOIN share
-           LEFT JOIN by_project bp ON bp.project_id = qp.project_id
-           LEFT JOIN by_org bo ON bo.organization_id = p.organization_id
-           LEFT JOIN project_category_limits pl ON pl.project_id = qp.project_id AND pl.category = p_category
+           LEFT JOIN by_project bp ON bp.project_id = h.project_id
+           LEFT JOIN by_org bo ON bo.organization_id = h.organization_id
+           LEFT JOIN project_category_limits pl ON pl.project_id = h.project_id AND pl.category = p_category
           WHERE coalesce(bp.n, 0) < coalesce(pl.max_running, share.lim)
             AND coalesce(bo.n, 0) < greatest(share.lim, coalesce(pl.max_running, 0))
-          ORDER BY coalesce(bo.n, 0), coalesce(bp.n, 0), qp.head_created_at, qp.head_id
+          ORDER BY coalesce(bo.n, 0), coalesce(bp.n, 0), h.head_created_at, h.head_id
           LIMIT 1
        )
        UPDATE executions

@@ -30,6 +30,9 @@ const QUEUED = 3_000;
 const QUEUED_PROJECTS = 30;
 /** What one claim may read of executions: ≈ 3 index entries per project with queued work, and the picked row. */
 const MAX_ROWS = 300;
+/** Projects with nothing queued or running; and what one claim may read of projects (one probe per running execution and per project with queued work). */
+const IDLE_PROJECTS = 3_000;
+const MAX_PROJECT_ROWS = 200;
 /** Executions of another category running meanwhile (more than MAX_ROWS). */
 const RUNNING_ELSEWHERE = 2 * MAX_ROWS;
 
@@ -40,6 +43,11 @@ beforeAll(async () => {
   database = await createTestDatabase();
   db = createDb({ url: database.url, poolMax: 1, applicationName: 'tes-claim-test' });
   await seedHistory(db, { executions: 5_000, projects: QUEUED_PROJECTS });
+  // tenants with no work now: a claim reads the projects it needs by id, never all of them
+  await db.raw(`INSERT INTO organizations (id, name) SELECT 'org_idle' || i, 'idle' FROM generate_series(1, ${IDLE_PROJECTS}) AS i`);
+  await db.raw(
+    `INSERT INTO projects (id, organization_id, name) SELECT 'prj_idle' || i, 'org_idle' || i, 'idle' FROM generate_series(1, ${IDLE_PROJECTS}) AS i`,
+  );
   await db.raw('ANALYZE');
   // the backlog arrives after the statistics were taken
   await db.raw(
@@ -130,10 +138,15 @@ test('the fair claim, and the worker statements by id, read what they need, not 
         // EXPLAIN shows the claim as a Function Scan: its pick is judged in the function's own plans
         for (const nested of [plans.nestedAnalyzed, plans.nestedAnalyzedGeneric]) expect(nested.map((n) => n.query).join('\n')).toContain('UPDATE executions');
       for (const [kind, plan] of plansToJudge(plans)) {
-        const read = scansOf(plan)
-          .filter((f) => f.relation === 'executions')
-          .reduce((n, f) => n + f.rows, 0);
-        if (read > MAX_ROWS) offenders.push(`${kind}: ${read} rows of executions: [${st.name ?? ''}] ${st.text.replace(/\s+/g, ' ').slice(0, 160)}`);
+        for (const [relation, max] of [
+          ['executions', MAX_ROWS],
+          ['projects', MAX_PROJECT_ROWS],
+        ] as const) {
+          const read = scansOf(plan)
+            .filter((f) => f.relation === relation)
+            .reduce((n, f) => n + f.rows, 0);
+          if (read > max) offenders.push(`${kind}: ${read} rows of ${relation}: [${st.name ?? ''}] ${st.text.replace(/\s+/g, ' ').slice(0, 160)}`);
+        }
       }
     }
   } finally {

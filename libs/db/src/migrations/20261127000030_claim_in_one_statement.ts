@@ -26,16 +26,8 @@ import type { Knex } from 'knex';
  * tes_category_share is the default limit of a category (the share of its live slots, at least
  * 1), the one definition the claim and the admin's `queue show` read.
  */
-export async function up(knex: Knex): Promise<void> {
-  await knex.raw(`
-    CREATE FUNCTION tes_category_share(p_category text, p_share float8, p_own_slots int, p_live_ms int)
-      RETURNS TABLE (lim int, live int) LANGUAGE sql STABLE AS $$
-      SELECT greatest(1, floor(p_share * (CASE WHEN s.live_slots > 0 THEN s.live_slots ELSE p_own_slots END)))::int, s.live_slots
-        FROM (SELECT coalesce(sum(w.slots), 0)::int AS live_slots FROM worker_slots w
-               WHERE w.category = p_category AND w.heartbeat_at > tes_now() - (p_live_ms * interval '1 millisecond')) s
-    $$;
-
-    CREATE FUNCTION tes_claim_fair(p_category text, p_share float8, p_own_slots int, p_owner text, p_lease_ttl_ms int, p_live_ms int)
+/** The claim as this migration made it (20261127000031 replaces its reads of projects; its down puts this back). */
+export const CLAIM_FAIR_V1 = `CREATE OR REPLACE FUNCTION tes_claim_fair(p_category text, p_share float8, p_own_slots int, p_owner text, p_lease_ttl_ms int, p_live_ms int)
       RETURNS SETOF executions LANGUAGE plpgsql VOLATILE AS $$
     BEGIN
       PERFORM pg_advisory_xact_lock(hashtextextended('tes_claim:' || p_category, 0));
@@ -79,7 +71,18 @@ export async function up(knex: Knex): Promise<void> {
               started_at = coalesce(executions.started_at, tes_now()), claims = executions.claims + 1, updated_at = now()
         WHERE executions.id = (SELECT pick.pick_id FROM pick) AND executions.status = ANY((SELECT ARRAY['queued'])::text[])
         RETURNING executions.*;
-    END $$;
+    END $$;`;
+
+export async function up(knex: Knex): Promise<void> {
+  await knex.raw(`
+    CREATE FUNCTION tes_category_share(p_category text, p_share float8, p_own_slots int, p_live_ms int)
+      RETURNS TABLE (lim int, live int) LANGUAGE sql STABLE AS $$
+      SELECT greatest(1, floor(p_share * (CASE WHEN s.live_slots > 0 THEN s.live_slots ELSE p_own_slots END)))::int, s.live_slots
+        FROM (SELECT coalesce(sum(w.slots), 0)::int AS live_slots FROM worker_slots w
+               WHERE w.category = p_category AND w.heartbeat_at > tes_now() - (p_live_ms * interval '1 millisecond')) s
+    $$;
+
+    ${CLAIM_FAIR_V1}
   `);
 }
 

@@ -34,6 +34,7 @@ import * as m1127010 from './20261127000010_lease_index_needs_its_column';
 import * as m1127020 from './20261127000020_execution_line';
 import * as m1127021 from './20261127000021_line_leaves_executions_indexes';
 import * as m1127030 from './20261127000030_claim_in_one_statement';
+import * as m1127031 from './20261127000031_claim_reads_projects_by_id';
 
 /** Append-only list; knex records each name in knex_migrations. */
 export const MIGRATIONS: readonly [string, Knex.Migration][] = [
@@ -72,4 +73,5 @@ export const MIGRATIONS: readonly [string, Knex.Migration][] = [
   ['20261127000020_execution_line', m1127020],
   ['20261127000021_line_leaves_executions_indexes', m1127021],
   ['20261127000030_claim_in_one_statement', m1127030],
+  ['20261127000031_claim_reads_projects_by_id', m1127031],
 ];
