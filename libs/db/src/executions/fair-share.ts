@@ -36,7 +36,7 @@ const SHARE_CTE = `share AS (SELECT lim, live FROM tes_category_share(:category,
 /**
  * Claims the next queued execution of a category in the fair order, with a lease (as
  * claimExecution does); null when nothing queued in it is under its limits. One statement,
- * tes_claim_fair (migration 20261127000030), so the claim is decided in one round trip:
+ * tes_claim_fair (migrations 20261127000030 and 31), so the claim is decided in one round trip:
  *
  * - The fair pick (docs/architecture.md#fair-share-of-the-worker-slots): among the projects with
  *   queued work in the category that are under their limit, and whose organization is under
@@ -51,8 +51,9 @@ const SHARE_CTE = `share AS (SELECT lim, live FROM tes_category_share(:category,
  *   pick and the statement's commit, never across a round trip to this process (held across
  *   two, it measured 15 ms a claim on a saturated machine where the pick runs in 0.5 ms).
  * - Cost: one probe of execution_line_queued_idx per project with queued work (a skip scan: the
- *   probe that finds a project finds its head), the running work from execution_line, and the
- *   picked row updated by its id, one probe of the primary key whatever the statistics say
+ *   probe that finds a project finds its head), the running work from execution_line, each
+ *   organization by its project's id (a scalar subquery: hashed, all of projects was read for
+ *   each claim), and the picked row updated by its id, one probe of the primary key whatever the statistics say
  *   (joined instead, the plan once walked every queued row and ran the pick once per row:
  *   tests/e2e/claim-backlog.test.ts). No history enters it: execution_line holds the live line.
  *
