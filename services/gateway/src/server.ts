@@ -98,7 +98,7 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   // way. Those held a console page's gateway until its deadline; after DRAIN_GRACE_MS every
   // connection with no request in flight is closed, and no answer is cut.
   let draining = false;
-  const inFlight = new Set<{ what: string; socket: Socket }>();
+  const inFlight = new Set<http.IncomingMessage>();
   const sockets = new Set<Socket>();
   server.on('connection', (socket: Socket) => {
     sockets.add(socket);
@@ -106,10 +106,8 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
   });
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (draining) res.shouldKeepAlive = false;
-    // what a long drain waits for, named in its log (method and path: no query, no key)
-    const entry = { what: `${req.method} ${(req.url ?? '').split('?')[0]}`, socket: req.socket };
-    inFlight.add(entry);
-    res.on('close', () => inFlight.delete(entry));
+    inFlight.add(req);
+    res.on('close', () => inFlight.delete(req));
   });
   const closeUnused = (): number => {
     const busy = new Set([...inFlight].map((r) => r.socket));
@@ -171,7 +169,8 @@ async function buildGateway(config: Config, logger: Logger, options: GatewayOpti
                 logger.warn('gateway.drain.waiting', {
                   afterMs: DRAIN_GRACE_MS,
                   closedWithoutRequest: closed,
-                  requests: [...inFlight].slice(0, 20).map((r) => r.what),
+                  // method and path: no query, no key
+                  requests: [...inFlight].slice(0, 20).map((r) => `${r.method} ${(r.url ?? '').split('?')[0]}`),
                 });
             }, DRAIN_GRACE_MS).unref();
             server.close(() => {
